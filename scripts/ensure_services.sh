@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the services the integration tests start themselves (a real redis-server, and
+# Chromium for the HTML report check). Installs only what is missing; needs root for apt-get.
+set -euo pipefail
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" != "0" ]; then
+  echo "ensure_services: missing ${missing[*]}; install them (apt-get install ${missing[*]}) or run as root" >&2
+  exit 1
+fi
+echo "ensure_services: installing ${missing[*]} from Debian's packages"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

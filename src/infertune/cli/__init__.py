@@ -1,0 +1,89 @@
+"""The infertune command line: thin. Each command lives in its own module under cli/, parses
+its arguments, builds config objects and calls the library API; it never computes figures.
+
+Exit codes: 0 success, 1 a user error in one line, 2 usage (or a command not built yet),
+3 an internal failure with a pointer to the log. ``--debug`` anywhere shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import click
+import typer
+
+from infertune.cli import (
+    advise,
+    compare,
+    doctor,
+    loadtest,
+    optimize,
+    profile,
+    report,
+    serve,
+    validate,
+)
+from infertune.errors import InfertuneError
+
+ERROR_LOG = Path(tempfile.gettempdir()) / "infertune-last-error.log"
+
+app = typer.Typer(
+    name="infertune",
+    help="Measure where inference time goes, try the optimizations that apply, check each "
+    "against your quality floor, and rank them by measured impact, effort and risk.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for command_module in (doctor, profile, optimize, loadtest, report, compare, advise, serve,
+                       validate):
+    command_module.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    args = [a for a in args if a != "--debug"]
+    try:
+        app(args=args, prog_name="infertune", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        typer.echo("aborted", err=True)
+        return 1
+    except click.ClickException as exc:  # usage errors: bad option, missing argument
+        exc.show()
+        return 2
+    except InfertuneError as exc:
+        if debug:
+            traceback.print_exc()
+        message = str(exc) or type(exc).__name__
+        if exc.exit_code == 3:
+            _write_log()
+            message += f" (details in {ERROR_LOG})"
+        typer.echo(f"error: {message}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as exc:  # a bug: one line for the user, the traceback in the log
+        if debug:
+            traceback.print_exc()
+        _write_log()
+        typer.echo(
+            f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            f" (traceback in {ERROR_LOG}; rerun with --debug)", err=True,
+        )
+        return 3
+    return 0
+
+
+def _write_log() -> None:
+    ERROR_LOG.write_text(traceback.format_exc())
+
+
+def entry() -> None:
+    sys.exit(main())

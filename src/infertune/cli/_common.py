@@ -1,0 +1,25 @@
+"""Helpers shared by the command modules: JSON output, quiet library logging."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` as indented JSON, creating the parent folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def quiet_libraries() -> None:
+    """Silence Hugging Face progress bars and info logs on the command line (only there: the
+    library API leaves global logging alone)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass

@@ -1,0 +1,17 @@
+"""`infertune validate` — not built yet (issue #6)."""
+
+from __future__ import annotations
+
+import typer
+
+from infertune.errors import NotBuiltError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "validate",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        help="Not built yet (issue #6).",
+    )
+    def _not_built() -> None:
+        raise NotBuiltError("infertune validate is not built yet (issue #6)")

@@ -1,0 +1,251 @@
+"""Typed, validated configuration: the scenario file (the eight facts of a latency review) and
+the serving policy. Every model is a pydantic model built with ``extra="forbid"`` so a typo in a
+hand-written YAML file is an error, not a silently ignored key.
+
+``load_scenario(path)`` turns any validation failure into one ConfigError line naming the
+field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from infertune.errors import ConfigError
+
+Family = Literal["transformer-encoder", "transformer-decoder", "cnn", "rnn", "tree", "other"]
+Task = Literal[
+    "classification", "embedding", "reranking", "generation", "detection", "regression", "other"
+]
+Framework = Literal["pytorch", "onnx", "tensorflow", "jax", "sklearn", "other"]
+Target = Literal["server", "container", "edge", "managed-endpoint", "serverless"]
+Pattern = Literal["steady", "bursty", "spiky", "trace"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class ModelFacts(_Strict):
+    name: str | None = None
+    family: Family | None = None
+    task: Task | None = None
+    framework: Framework | None = None
+    parameters_millions: float | None = Field(default=None, gt=0)
+    runtime: str | None = None
+
+
+class HardwareFacts(_Strict):
+    cpu: str | None = None
+    gpu: str | None = None
+    memory_gb: float | None = Field(default=None, gt=0)
+    accelerator: str | None = None
+
+
+class DeploymentFacts(_Strict):
+    target: Target | None = None
+    hardware: HardwareFacts = Field(default_factory=HardwareFacts)
+    cost_per_hour_usd: float | None = Field(default=None, ge=0)
+
+
+class CurrentLatency(_Strict):
+    p50_ms: float | None = Field(default=None, ge=0)
+    p95_ms: float | None = Field(default=None, ge=0)
+    p99_ms: float | None = Field(default=None, ge=0)
+    rps: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CurrentLatency:
+        _check_ordered(self.p50_ms, self.p95_ms, self.p99_ms)
+        return self
+
+
+class InputShape(_Strict):
+    batch_size: int | None = Field(default=None, ge=1)
+    seq_len: int | None = Field(default=None, ge=1)
+    shape: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _positive_shape(self) -> InputShape:
+        if self.shape is not None and any(d < 1 for d in self.shape):
+            raise ValueError(f"shape dimensions must be >= 1, got {self.shape}")
+        return self
+
+
+class InputFacts(_Strict):
+    typical: InputShape | None = None
+    worst: InputShape | None = None
+
+
+class SLO(_Strict):
+    p50_ms: float | None = Field(default=None, gt=0)
+    p95_ms: float | None = Field(default=None, gt=0)
+    p99_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SLO:
+        _check_ordered(self.p50_ms, self.p95_ms, self.p99_ms)
+        return self
+
+    def targets(self) -> dict[str, float]:
+        """The percentile targets that were set, e.g. {"p95": 150.0}."""
+        pairs = {"p50": self.p50_ms, "p95": self.p95_ms, "p99": self.p99_ms}
+        return {k: v for k, v in pairs.items() if v is not None}
+
+
+class TrafficFacts(_Strict):
+    pattern: Pattern | None = None
+    mean_rps: float | None = Field(default=None, gt=0)
+    peak_rps: float | None = Field(default=None, gt=0)
+    trace: Path | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrafficFacts:
+        if self.mean_rps and self.peak_rps and self.peak_rps < self.mean_rps:
+            raise ValueError(
+                f"peak_rps ({self.peak_rps}) is below mean_rps ({self.mean_rps}); "
+                "the peak must be at least the mean"
+            )
+        if self.pattern == "trace" and self.trace is None:
+            raise ValueError("pattern 'trace' needs a trace file: set traffic.trace")
+        return self
+
+
+class QualityFloor(_Strict):
+    """Either an absolute floor ``{metric, min}`` or an allowed drop ``{metric, max_drop}``
+    from the baseline (in the metric's units, or as a fraction when ``relative``)."""
+
+    metric: str
+    min: float | None = None
+    max_drop: float | None = Field(default=None, ge=0)
+    relative: bool = False
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> QualityFloor:
+        if (self.min is None) == (self.max_drop is None):
+            raise ValueError("set exactly one of 'min' or 'max_drop'")
+        return self
+
+
+class Constraints(_Strict):
+    quality_floor: QualityFloor | None = None
+    cost_ceiling_usd_per_1k: float | None = Field(default=None, ge=0)
+    team_skills: list[str] | None = None
+    rollout_window_days: float | None = Field(default=None, ge=0)
+
+
+# The eight facts a latency review needs, and the question that each one answers.
+FACTS: dict[str, str] = {
+    "model": "model type and framework (decides which optimizations apply)",
+    "deployment": "deployment target (server, edge, serverless... decides serving options)",
+    "current": "current p50/p95/p99 and requests per second (the size of the gap)",
+    "hardware": "hardware (decides INT8/BF16/FP16 and the compute budget)",
+    "inputs": "typical and worst-case input shape and batch size (sets service time)",
+    "slo": "the latency SLO (the target every option is judged against)",
+    "traffic": "the traffic pattern (steady, bursty, spiky; decides queueing and batching)",
+    "constraints": "constraints: quality floor, cost ceiling, team skills, rollout window",
+}
+
+
+class Scenario(_Strict):
+    model: ModelFacts = Field(default_factory=ModelFacts)
+    deployment: DeploymentFacts = Field(default_factory=DeploymentFacts)
+    current: CurrentLatency = Field(default_factory=CurrentLatency)
+    inputs: InputFacts = Field(default_factory=InputFacts)
+    slo: SLO = Field(default_factory=SLO)
+    traffic: TrafficFacts = Field(default_factory=TrafficFacts)
+    constraints: Constraints = Field(default_factory=Constraints)
+
+    def missing_facts(self) -> list[str]:
+        """Names (keys of FACTS) of the facts this scenario does not state."""
+        hw = self.deployment.hardware
+        present = {
+            "model": self.model.family is not None or self.model.framework is not None,
+            "deployment": self.deployment.target is not None,
+            "current": any(
+                v is not None for v in (self.current.p50_ms, self.current.p95_ms,
+                                        self.current.p99_ms)
+            ),
+            "hardware": any(v is not None for v in (hw.cpu, hw.gpu, hw.accelerator)),
+            "inputs": self.inputs.typical is not None,
+            "slo": bool(self.slo.targets()),
+            "traffic": self.traffic.pattern is not None or self.traffic.mean_rps is not None,
+            "constraints": self.constraints.quality_floor is not None
+            or self.constraints.cost_ceiling_usd_per_1k is not None,
+        }
+        return [name for name in FACTS if not present[name]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "scenario") -> Scenario:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc, source)) from exc
+
+
+class ServePolicy(_Strict):
+    """How a variant is served: the dynamic-batching and queueing knobs that optimize sweeps."""
+
+    max_batch_size: int = Field(default=8, ge=1, le=1024)
+    max_wait_ms: float = Field(default=2.0, ge=0, le=10_000)
+    workers: int = Field(default=1, ge=1, le=64)
+    max_queue: int = Field(default=256, ge=1)
+    timeout_ms: float | None = Field(default=None, gt=0)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file; a relative trace path is resolved against the
+    scenario file's folder and must exist."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"scenario file {path} not found; pass the path of a YAML file")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}; check the indentation") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of the eight facts")
+    scenario = Scenario.from_dict(data, source=str(path))
+    trace = scenario.traffic.trace
+    if trace is not None:
+        resolved = trace if trace.is_absolute() else path.parent / trace
+        if not resolved.is_file():
+            raise ConfigError(
+                f"{path}: traffic.trace = {str(trace)!r}: file not found "
+                "(paths are relative to the scenario file)"
+            )
+        scenario.traffic.trace = resolved
+    return scenario
+
+
+def _check_ordered(p50: float | None, p95: float | None, p99: float | None) -> None:
+    named = [(n, v) for n, v in (("p50_ms", p50), ("p95_ms", p95), ("p99_ms", p99)) if v is not None]
+    for (lo_name, lo), (hi_name, hi) in zip(named, named[1:], strict=False):
+        if hi < lo:
+            raise ValueError(f"{hi_name} ({hi}) is below {lo_name} ({lo}); percentiles must not decrease")
+
+
+def _one_line(exc: ValidationError, source: str) -> str:
+    """The first validation problem as 'source: field = value: what is allowed'."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return f"{source}: unknown field {field!r}; check the spelling against the documented fields"
+    if err["type"] == "literal_error":
+        allowed = err.get("ctx", {}).get("expected", "")
+        return f"{source}: {field} = {err.get('input')!r} is not allowed; use one of {allowed}"
+    if err["type"].startswith("missing"):
+        return f"{source}: {field} is required"
+    shown = err.get("input")
+    if isinstance(shown, dict):
+        return f"{source}: {field}: {msg}"
+    return f"{source}: {field} = {shown!r}: {msg}"

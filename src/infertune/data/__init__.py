@@ -1,0 +1,136 @@
+"""Held-out data: the user's examples (JSON Lines, CSV, .npz) and the bundled set for minilm.
+
+    {"input": "some text", "label": 3}        one JSON object per line; label optional
+    input,label                                CSV with named columns (--input-column)
+    inputs=<array>, labels=<array>             .npz; first axis is the example axis
+
+Every problem is reported as one DataError line naming the file, the row and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infertune.errors import DataError
+
+BUNDLED_MINILM = Path(__file__).parent / "minilm_heldout.jsonl"
+
+
+@dataclass
+class HeldOut:
+    inputs: list[Any]
+    labels: list[Any] | None
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def head(self, n: int) -> HeldOut:
+        labels = self.labels[:n] if self.labels is not None else None
+        return HeldOut(self.inputs[:n], labels, self.source)
+
+
+def read_heldout(path: str | Path, *, input_column: str = "input",
+                 label_column: str = "label") -> HeldOut:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"data file {path} not found; pass --data with a .jsonl, .csv or .npz file")
+    readers = {".jsonl": _read_jsonl, ".json": _read_jsonl, ".csv": _read_csv, ".npz": _read_npz}
+    reader = readers.get(path.suffix.lower())
+    if reader is None:
+        raise DataError(f"{path}: unknown data format {path.suffix!r}; use .jsonl, .csv or .npz")
+    data = reader(path, input_column, label_column)
+    if len(data) == 0:
+        raise DataError(f"{path}: no examples; the file is empty")
+    return data
+
+
+def default_heldout() -> HeldOut:
+    """The bundled English sentences for minilm (see data/README.md for how they were made)."""
+    return read_heldout(BUNDLED_MINILM)
+
+
+def _read_jsonl(path: Path, input_column: str, label_column: str) -> HeldOut:
+    inputs: list[Any] = []
+    labels: list[Any] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}: row {lineno} is not valid JSON ({exc.msg})") from exc
+            if not isinstance(row, dict) or input_column not in row:
+                raise DataError(
+                    f"{path}: row {lineno} must be an object with an {input_column!r} key"
+                )
+            inputs.append(_check_input(row[input_column], path, lineno, inputs))
+            labels.append(row.get(label_column))
+    return HeldOut(inputs, _labels_or_none(labels, path), str(path))
+
+
+def _read_csv(path: Path, input_column: str, label_column: str) -> HeldOut:
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None:
+            return HeldOut([], None, str(path))
+        if input_column not in reader.fieldnames:
+            raise DataError(
+                f"{path}: no {input_column!r} column (columns: {', '.join(reader.fieldnames)}); "
+                "pass --input-column"
+            )
+        inputs, labels = [], []
+        for lineno, row in enumerate(reader, start=2):
+            text = row.get(input_column)
+            if text is None or text == "":
+                raise DataError(f"{path}: row {lineno} has an empty {input_column!r}")
+            inputs.append(text)
+            labels.append(row.get(label_column) or None)
+    return HeldOut(inputs, _labels_or_none(labels, path), str(path))
+
+
+def _read_npz(path: Path, input_column: str, label_column: str) -> HeldOut:
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{path}: not a readable .npz archive ({exc})") from exc
+    key = "inputs" if "inputs" in archive else input_column
+    if key not in archive:
+        raise DataError(f"{path}: needs an array named 'inputs' (found {list(archive.keys())})")
+    arr = archive[key]
+    if not np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_:
+        raise DataError(f"{path}: 'inputs' has dtype {arr.dtype}; tensor inputs must be numeric")
+    labels = list(archive["labels"]) if "labels" in archive else None
+    if labels is not None and len(labels) != len(arr):
+        raise DataError(f"{path}: {len(labels)} labels for {len(arr)} inputs; counts must match")
+    return HeldOut(list(arr), labels, str(path))
+
+
+def _check_input(value: Any, path: Path, lineno: int, seen: list[Any]) -> Any:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise DataError(f"{path}: row {lineno} has an empty input")
+    if seen and type(value) is not type(seen[0]):
+        raise DataError(
+            f"{path}: row {lineno} input is {type(value).__name__} but earlier rows are "
+            f"{type(seen[0]).__name__}; all inputs must have one type"
+        )
+    if isinstance(value, (list, dict)):
+        return np.asarray(value, dtype=np.float32) if isinstance(value, list) else value
+    return value
+
+
+def _labels_or_none(labels: list[Any], path: Path) -> list[Any] | None:
+    present = [lab is not None for lab in labels]
+    if not any(present):
+        return None
+    if not all(present):
+        row = present.index(False) + 1
+        raise DataError(f"{path}: example {row} has no label while others do; label all or none")
+    return labels

