@@ -1,17 +1,63 @@
-"""`infertune doctor` — not built yet (issue #2)."""
+"""`infertune doctor [--json]`: what this machine is and which optimization families apply."""
 
 from __future__ import annotations
 
+import json
+
 import typer
 
-from infertune.errors import NotBuiltError
+from infertune.hardware import LIBRARIES, HardwareInfo, applicability, detect
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "doctor",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        help="Not built yet (issue #2).",
-    )
-    def _not_built() -> None:
-        raise NotBuiltError("infertune doctor is not built yet (issue #2)")
+    @app.command("doctor", help="Show this machine: Python and library versions, cores and "
+                 "cgroup CPU quota, memory, the CPU flags that decide which optimizations pay "
+                 "off (avx2, avx512, VNNI, BF16, AMX, NEON), GPUs, and which optimization "
+                 "families apply here and why.")
+    def doctor(
+        as_json: bool = typer.Option(
+            False, "--json", help="Print the hardware.json document (schema "
+            "infertune.hardware/v1) on stdout instead of the table."),
+    ) -> None:
+        hw = detect()
+        if as_json:
+            typer.echo(json.dumps(hw.to_dict(), indent=2))
+            return
+        _print_tables(hw)
+
+
+def _print_tables(hw: HardwareInfo) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    machine = Table(title="This machine", show_header=False, title_justify="left")
+    machine.add_column("fact", style="bold")
+    machine.add_column("value")
+    quota = f"{hw.cpu_quota} CPUs" if hw.cpu_quota is not None else "none"
+    memory = f"{hw.memory_gb} GB" + (
+        f" (cgroup limit {hw.memory_limit_gb} GB)" if hw.memory_limit_gb is not None else "")
+    gpus = ", ".join(f"{g.name} {g.memory_gb} GB (driver {g.driver})" for g in hw.gpus)
+    rows = [
+        ("CPU", hw.cpu_model),
+        ("logical cores", str(hw.logical_cores)),
+        ("cgroup CPU quota", quota),
+        ("effective cores", str(hw.effective_cores)),
+        ("memory", memory),
+        ("CPU flags", " ".join(hw.flags) or "none of the relevant ones"),
+        ("GPUs", gpus or "none"),
+        ("Python", f"{hw.python} on {hw.platform}"),
+    ]
+    rows += [(name, hw.libraries.get(name, "not installed")) for name in LIBRARIES]
+    for fact, value in rows:
+        machine.add_row(fact, value)
+    console.print(machine)
+
+    families = Table(title="Optimization families on this machine", title_justify="left")
+    families.add_column("family", style="bold")
+    families.add_column("verdict")
+    families.add_column("why")
+    for item in applicability(hw):
+        verdict = "[green]applicable[/]" if item.applicable else "[yellow]not applicable[/]"
+        families.add_row(item.family, verdict, item.reason)
+    console.print(families)
