@@ -10,6 +10,7 @@ Every problem is reported as one DataError line naming the file, the row and wha
 from __future__ import annotations
 
 import csv
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,41 +60,44 @@ def default_heldout() -> HeldOut:
 def _read_jsonl(path: Path, input_column: str, label_column: str) -> HeldOut:
     inputs: list[Any] = []
     labels: list[Any] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: row {lineno} is not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict) or input_column not in row:
-                raise DataError(
-                    f"{path}: row {lineno} must be an object with an {input_column!r} key"
-                )
-            inputs.append(_check_input(row[input_column], path, lineno, inputs))
-            labels.append(row.get(label_column))
-    return HeldOut(inputs, _labels_or_none(labels, path), str(path))
+    rows: list[int] = []  # each example's line in the file, so errors name the real row
+    for lineno, line in enumerate(_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: row {lineno} is not valid JSON ({exc.msg})") from exc
+        if not isinstance(row, dict) or input_column not in row:
+            raise DataError(
+                f"{path}: row {lineno} must be an object with an {input_column!r} key"
+            )
+        inputs.append(row[input_column])
+        labels.append(row.get(label_column))
+        rows.append(lineno)
+    return HeldOut(_checked_inputs(inputs, rows, path), _labels_or_none(labels, rows, path),
+                   str(path))
 
 
 def _read_csv(path: Path, input_column: str, label_column: str) -> HeldOut:
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None:
-            return HeldOut([], None, str(path))
-        if input_column not in reader.fieldnames:
-            raise DataError(
-                f"{path}: no {input_column!r} column (columns: {', '.join(reader.fieldnames)}); "
-                "pass --input-column"
-            )
-        inputs, labels = [], []
-        for lineno, row in enumerate(reader, start=2):
-            text = row.get(input_column)
-            if text is None or text == "":
-                raise DataError(f"{path}: row {lineno} has an empty {input_column!r}")
-            inputs.append(text)
-            labels.append(row.get(label_column) or None)
-    return HeldOut(inputs, _labels_or_none(labels, path), str(path))
+    reader = csv.DictReader(io.StringIO(_text(path), newline=""))
+    if reader.fieldnames is None:
+        return HeldOut([], None, str(path))
+    if input_column not in reader.fieldnames:
+        raise DataError(
+            f"{path}: no {input_column!r} column (columns: {', '.join(reader.fieldnames)}); "
+            "pass --input-column"
+        )
+    inputs, labels, rows = [], [], []
+    for row in reader:
+        lineno = reader.line_num  # the physical line, right even after quoted newlines
+        text = row.get(input_column)
+        if text is None or text == "":
+            raise DataError(f"{path}: row {lineno} has an empty {input_column!r}")
+        inputs.append(text)
+        labels.append(row.get(label_column) or None)
+        rows.append(lineno)
+    return HeldOut(inputs, _labels_or_none(labels, rows, path), str(path))
 
 
 def _read_npz(path: Path, input_column: str, label_column: str) -> HeldOut:
@@ -113,24 +117,52 @@ def _read_npz(path: Path, input_column: str, label_column: str) -> HeldOut:
     return HeldOut(list(arr), labels, str(path))
 
 
-def _check_input(value: Any, path: Path, lineno: int, seen: list[Any]) -> Any:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise DataError(f"{path}: row {lineno} has an empty input")
-    if seen and type(value) is not type(seen[0]):
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
         raise DataError(
-            f"{path}: row {lineno} input is {type(value).__name__} but earlier rows are "
-            f"{type(seen[0]).__name__}; all inputs must have one type"
+            f"{path}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
+        ) from exc
+
+
+def _checked_inputs(raw: list[Any], rows: list[int], path: Path) -> list[Any]:
+    """All inputs must share one JSON type; lists become float32 arrays of one shape."""
+    checked: list[Any] = []
+    for value, lineno in zip(raw, rows, strict=True):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise DataError(f"{path}: row {lineno} has an empty input")
+        if type(value) is not type(raw[0]):
+            raise DataError(
+                f"{path}: row {lineno} input is {type(value).__name__} but earlier rows are "
+                f"{type(raw[0]).__name__}; all inputs must have one type"
+            )
+        if isinstance(value, list):
+            value = _tensor_row(value, lineno, path, checked[0] if checked else None)
+        checked.append(value)
+    return checked
+
+
+def _tensor_row(value: list[Any], lineno: int, path: Path, first: np.ndarray | None) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise DataError(
+            f"{path}: row {lineno} input is not a rectangular array of numbers"
+        ) from exc
+    if first is not None and arr.shape != first.shape:
+        raise DataError(
+            f"{path}: row {lineno} input has shape {arr.shape} but earlier rows have "
+            f"{first.shape}; tensor inputs must share one shape"
         )
-    if isinstance(value, (list, dict)):
-        return np.asarray(value, dtype=np.float32) if isinstance(value, list) else value
-    return value
+    return arr
 
 
-def _labels_or_none(labels: list[Any], path: Path) -> list[Any] | None:
+def _labels_or_none(labels: list[Any], rows: list[int], path: Path) -> list[Any] | None:
     present = [lab is not None for lab in labels]
     if not any(present):
         return None
     if not all(present):
-        row = present.index(False) + 1
-        raise DataError(f"{path}: example {row} has no label while others do; label all or none")
+        row = rows[present.index(False)]
+        raise DataError(f"{path}: row {row} has no label while others do; label all or none")
     return labels

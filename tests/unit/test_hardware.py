@@ -1,0 +1,170 @@
+"""Hardware detection on this machine, applicability on simulated machines, cgroup parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infertune import hardware
+from infertune.errors import ConfigError
+from infertune.hardware import FAMILIES, GpuInfo, HardwareInfo, applicability, detect
+
+CPUINFO_X86 = """processor\t: 0
+model name\t: Fake Xeon
+flags\t\t: fpu sse2 avx2 avx512f avx512_vnni
+"""
+CPUINFO_ARM = """processor\t: 0
+Features\t: fp asimd evtstrm asimddp bf16 i8mm
+"""
+
+
+def _verdicts(hw: HardwareInfo) -> dict[str, hardware.Applicability]:
+    return {a.family: a for a in applicability(hw)}
+
+
+def _machine(**changes: object) -> HardwareInfo:
+    base = {"cpu_model": "sim", "logical_cores": 4, "flags": ["avx2", "avx512f"],
+            "libraries": {"torch": "2.13.0", "onnxruntime": "1.32.0", "onnx": "1.23.2"},
+            "cxx_compiler": "/usr/bin/g++"}
+    return HardwareInfo.from_dict({**base, **changes})
+
+
+def test_detect_this_machine_has_vnni_and_bf16() -> None:
+    hw = detect()
+    assert hw.has("avx512_vnni") and hw.has("avx512_bf16")
+    assert hw.logical_cores >= 1 and 1 <= hw.effective_cores <= hw.logical_cores
+    assert hw.memory_gb > 0
+    assert {"numpy", "torch", "onnxruntime"} <= set(hw.libraries)
+    verdicts = _verdicts(hw)
+    assert verdicts["bf16"].applicable and "avx512_bf16" in verdicts["bf16"].reason
+    assert verdicts["int8-dynamic"].applicable and "avx512_vnni" in verdicts["int8-dynamic"].reason
+    if not hw.gpus:
+        assert not verdicts["fp16"].applicable and "no GPU" in verdicts["fp16"].reason
+
+
+def test_every_family_gets_one_verdict_in_order() -> None:
+    assert [a.family for a in applicability(_machine())] == list(FAMILIES)
+
+
+def test_no_bf16_flags_and_no_gpu_means_bf16_and_fp16_not_applicable() -> None:
+    verdicts = _verdicts(_machine())
+    assert not verdicts["bf16"].applicable
+    assert "avx512_bf16" in verdicts["bf16"].reason
+    assert not verdicts["fp16"].applicable
+    assert "no GPU" in verdicts["fp16"].reason
+
+
+def test_int8_without_vnni_applies_with_smaller_speedup() -> None:
+    verdict = _verdicts(_machine())["int8-dynamic"]
+    assert verdict.applicable
+    assert "smaller" in verdict.reason
+    assert "calibration" in _verdicts(_machine())["int8-static"].reason
+
+
+def test_amx_enables_bf16() -> None:
+    assert _verdicts(_machine(flags=["amx_bf16", "amx_tile"]))["bf16"].applicable
+
+
+def test_gpu_capability_decides_bf16_and_gpu_enables_fp16() -> None:
+    t4 = GpuInfo(name="Tesla T4", memory_gb=15.0, driver="550", compute_capability="7.5")
+    a100 = GpuInfo(name="A100", memory_gb=80.0, driver="550", compute_capability="8.0")
+    on_t4 = _verdicts(_machine(gpus=[t4.to_dict()]))
+    assert on_t4["fp16"].applicable
+    assert not on_t4["bf16"].applicable and "8.0" in on_t4["bf16"].reason
+    assert _verdicts(_machine(gpus=[a100.to_dict()]))["bf16"].applicable
+
+
+def test_library_and_compiler_gates() -> None:
+    bare = _verdicts(_machine(libraries={"numpy": "2.4.6"}, cxx_compiler=None))
+    assert not bare["onnxruntime-fusion"].applicable
+    assert not bare["torch-compile"].applicable
+    assert not bare["int8-dynamic"].applicable
+    no_cxx = _verdicts(_machine(cxx_compiler=None))
+    assert not no_cxx["torch-compile"].applicable and "g++" in no_cxx["torch-compile"].reason
+
+
+def test_one_core_quota_means_threads_not_applicable() -> None:
+    hw = _machine(cpu_quota=0.5)
+    assert hw.effective_cores == 1
+    assert not _verdicts(hw)["threads"].applicable
+
+
+def test_effective_cores_rounds_quota_up_and_caps_at_logical() -> None:
+    assert hardware.effective_cores(8, 1.5) == 2
+    assert hardware.effective_cores(2, 4.0) == 2
+    assert hardware.effective_cores(6, None) == 6
+
+
+def test_round_trip_through_json() -> None:
+    hw = _machine(cpu_quota=2.5, gpus=[{"name": "T4", "memory_gb": 15.0, "driver": "550"}])
+    data = json.loads(json.dumps(hw.to_dict()))
+    assert data["schema"] == "infertune.hardware/v1"
+    assert [a["family"] for a in data["applicability"]] == list(FAMILIES)
+    assert HardwareInfo.from_dict(data) == hw
+    real = detect()
+    assert HardwareInfo.from_dict(json.loads(json.dumps(real.to_dict()))) == real
+
+
+def test_from_dict_rejects_other_schema_and_unknown_fields() -> None:
+    with pytest.raises(ConfigError, match="v1"):
+        HardwareInfo.from_dict({"schema": "infertune.hardware/v9", "cpu_model": "x",
+                                "logical_cores": 1})
+    with pytest.raises(ConfigError, match="flag"):
+        HardwareInfo.from_dict({"cpu_model": "x", "logical_cores": 1, "flag": ["avx2"]})
+
+
+def test_cpu_flags_and_model_from_cpuinfo_text() -> None:
+    assert hardware.cpu_flags(CPUINFO_X86) == ["avx2", "avx512_vnni", "avx512f"]
+    assert hardware.cpu_model(CPUINFO_X86) == "Fake Xeon"
+    assert hardware.cpu_flags(CPUINFO_ARM) == ["arm_bf16", "asimd_dotprod", "i8mm", "neon"]
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+
+
+def test_cgroup_v2_quota(tmp_path: Path) -> None:
+    _write(tmp_path, "cpu.max", "150000 100000")
+    assert hardware.cgroup_cpu_quota(tmp_path) == 1.5
+    _write(tmp_path, "cpu.max", "max 100000")
+    assert hardware.cgroup_cpu_quota(tmp_path) is None
+
+
+def test_cgroup_v2_own_group_wins_over_root(tmp_path: Path) -> None:
+    _write(tmp_path, "cpu.max", "max 100000")
+    _write(tmp_path, "kubepods/pod1/cpu.max", "50000 100000")
+    assert hardware.cgroup_cpu_quota(tmp_path, "0::/kubepods/pod1\n") == 0.5
+
+
+def test_cgroup_v1_quota_and_unlimited(tmp_path: Path) -> None:
+    _write(tmp_path, "cpu/cpu.cfs_quota_us", "200000")
+    _write(tmp_path, "cpu/cpu.cfs_period_us", "100000")
+    assert hardware.cgroup_cpu_quota(tmp_path, "1:cpu:/\n") == 2.0
+    _write(tmp_path, "cpu/cpu.cfs_quota_us", "-1")
+    assert hardware.cgroup_cpu_quota(tmp_path) is None
+    assert hardware.cgroup_cpu_quota(tmp_path / "absent") is None
+
+
+def test_cgroup_memory_limits(tmp_path: Path) -> None:
+    _write(tmp_path, "memory/memory.limit_in_bytes", str(4 * 2**30))
+    assert hardware.cgroup_memory_limit_gb(tmp_path) == 4.0
+    _write(tmp_path, "memory/memory.limit_in_bytes", "9223372036854771712")
+    assert hardware.cgroup_memory_limit_gb(tmp_path) is None
+    _write(tmp_path, "memory.max", str(2 * 2**30))
+    assert hardware.cgroup_memory_limit_gb(tmp_path) == 2.0
+
+
+def test_detect_with_fake_roots(tmp_path: Path) -> None:
+    proc, cgroup = tmp_path / "proc", tmp_path / "cgroup"
+    _write(proc, "cpuinfo", CPUINFO_X86)
+    _write(proc, "self/cgroup", "0::/\n")
+    _write(cgroup, "cpu.max", "100000 100000")
+    hw = detect(proc_root=proc, cgroup_root=cgroup, with_gpus=False)
+    assert hw.cpu_model == "Fake Xeon"
+    assert hw.flags == ["avx2", "avx512_vnni", "avx512f"]
+    assert hw.cpu_quota == 1.0 and hw.effective_cores == 1
+    assert hw.gpus == []
