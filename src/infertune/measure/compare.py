@@ -1,0 +1,198 @@
+"""A/B latency comparison: pure statistics on two sample arrays, and a runner that collects
+them with randomised interleaved blocks on one machine.
+
+Verdict rule (DESIGN.md, "Comparisons"): with r = B/A and its 95% bootstrap CI [lo, hi] and a
+noise threshold t (default 2%): hi < 1 - t -> "B is faster"; lo > 1 + t -> "B is slower";
+otherwise "no significant difference". The result is *conclusive* when it is a difference, or
+when the whole CI lies inside [1 - t, 1 + t] (the samples rule out a change bigger than the
+noise); an inconclusive result asks the runner for more trials while the budget lasts.
+The p50 ratio decides the verdict; the p95 ratio gets its own verdict beside it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from infertune.measure.summary import LatencySummary, quantile_sorted, sample_bootstrap_quantiles
+
+Verdict = Literal["B is faster", "B is slower", "no significant difference"]
+NOISE_THRESHOLD = 0.02
+
+
+@dataclass
+class RatioEstimate:
+    percentile: float
+    ratio: float  # B / A
+    low: float
+    high: float
+    verdict: Verdict
+    conclusive: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RatioEstimate:
+        return cls(**data)
+
+
+@dataclass
+class ComparisonStats:
+    n_a: int
+    n_b: int
+    p50: RatioEstimate
+    p95: RatioEstimate
+    threshold: float
+    seed: int
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.p50.verdict
+
+    @property
+    def conclusive(self) -> bool:
+        return self.p50.conclusive
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_a": self.n_a, "n_b": self.n_b, "p50": self.p50.to_dict(),
+                "p95": self.p95.to_dict(), "threshold": self.threshold, "seed": self.seed,
+                "verdict": self.verdict, "conclusive": self.conclusive}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ComparisonStats:
+        return cls(n_a=data["n_a"], n_b=data["n_b"], p50=RatioEstimate.from_dict(data["p50"]),
+                   p95=RatioEstimate.from_dict(data["p95"]), threshold=data["threshold"],
+                   seed=data["seed"])
+
+
+def decide(low: float, high: float, threshold: float) -> tuple[Verdict, bool]:
+    if high < 1 - threshold:
+        return "B is faster", True
+    if low > 1 + threshold:
+        return "B is slower", True
+    return "no significant difference", (low >= 1 - threshold and high <= 1 + threshold)
+
+
+def ratio_estimate(a_ms: np.ndarray, b_ms: np.ndarray, percentile: float, *, seed: int,
+                   threshold: float = NOISE_THRESHOLD, n_boot: int = 4000) -> RatioEstimate:
+    """Bootstrap CI of quantile(B)/quantile(A); A and B resampled independently."""
+    a, b = np.sort(a_ms), np.sort(b_ms)
+    q = percentile / 100
+    rng = np.random.default_rng(seed)
+    ratios = (sample_bootstrap_quantiles(b, q, n_boot, rng)
+              / sample_bootstrap_quantiles(a, q, n_boot, rng))
+    low, high = (float(v) for v in np.quantile(ratios, [0.025, 0.975]))
+    verdict, conclusive = decide(low, high, threshold)
+    return RatioEstimate(percentile, quantile_sorted(b, q) / quantile_sorted(a, q), low, high,
+                         verdict, conclusive)
+
+
+def compare_samples(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.ndarray, *,
+                    seed: int = 0, threshold: float = NOISE_THRESHOLD,
+                    n_boot: int = 4000) -> ComparisonStats:
+    a = np.asarray(a_ms, dtype=np.float64)
+    b = np.asarray(b_ms, dtype=np.float64)
+    if a.size < 2 or b.size < 2:
+        raise ValueError("a comparison needs at least 2 samples on each side")
+    if np.any(a <= 0) or np.any(b <= 0):
+        raise ValueError("latencies must be positive to form a ratio")
+    return ComparisonStats(
+        n_a=int(a.size), n_b=int(b.size),
+        p50=ratio_estimate(a, b, 50, seed=seed, threshold=threshold, n_boot=n_boot),
+        p95=ratio_estimate(a, b, 95, seed=seed + 1, threshold=threshold, n_boot=n_boot),
+        threshold=threshold, seed=seed)
+
+
+@dataclass
+class ComparisonResult:
+    """What ``infertune compare`` reports; schema "infertune.compare/v1"."""
+
+    a: str
+    b: str
+    stats: ComparisonStats
+    a_summary: LatencySummary
+    b_summary: LatencySummary
+    trials: int
+    block_size: int
+    seconds: float
+    budget_s: float
+    stopped: str  # why sampling stopped: "conclusive" | "budget"
+    order: list[str] = field(default_factory=list)  # block order actually run ("AB", "BA", ...)
+    schema: str = "infertune.compare/v1"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.schema, "a": self.a, "b": self.b, "verdict": self.stats.verdict,
+                "stats": self.stats.to_dict(), "a_summary": self.a_summary.to_dict(),
+                "b_summary": self.b_summary.to_dict(), "trials": self.trials,
+                "block_size": self.block_size, "seconds": self.seconds,
+                "budget_s": self.budget_s, "stopped": self.stopped, "order": self.order}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ComparisonResult:
+        return cls(a=data["a"], b=data["b"], stats=ComparisonStats.from_dict(data["stats"]),
+                   a_summary=LatencySummary.from_dict(data["a_summary"]),
+                   b_summary=LatencySummary.from_dict(data["b_summary"]), trials=data["trials"],
+                   block_size=data["block_size"], seconds=data["seconds"],
+                   budget_s=data["budget_s"], stopped=data["stopped"], order=data["order"])
+
+
+Call = Callable[[Sequence[Any]], Any]
+
+
+def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]], *,
+                    budget_s: float = 60.0, block_size: int = 20, min_trials: int = 5,
+                    warmup: int = 5, seed: int = 0, threshold: float = NOISE_THRESHOLD,
+                    clock: Callable[[], float] = time.perf_counter,
+                    on_trial: Callable[[int, float], None] | None = None,
+                    names: tuple[str, str] = ("A", "B")) -> ComparisonResult:
+    """Warm both, then trials of one A block and one B block in random order, until the
+    verdict is conclusive (checked after ``min_trials``) or ``budget_s`` is spent.
+
+    ``requests`` are the raw batches (each a list) sent one per call, cycled; both sides get the
+    same request at the same position so content differences cannot bias the ratio."""
+    if not requests:
+        raise ValueError("no requests to compare on")
+    rng = np.random.default_rng(seed)
+    for i in range(warmup):
+        call_a(requests[i % len(requests)])
+        call_b(requests[i % len(requests)])
+    samples: dict[str, list[float]] = {"A": [], "B": []}
+    calls = {"A": call_a, "B": call_b}
+    order: list[str] = []
+    start = clock()
+    stats: ComparisonStats | None = None
+    trial = 0
+    stopped = "budget"
+    while True:
+        sides = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
+        order.append("".join(sides))
+        for side in sides:
+            for j in range(block_size):
+                req = requests[(trial * block_size + j) % len(requests)]
+                t0 = clock()
+                calls[side](req)
+                samples[side].append((clock() - t0) * 1000.0)
+        trial += 1
+        elapsed = clock() - start
+        if on_trial is not None:
+            on_trial(trial, elapsed)
+        if trial >= min_trials:
+            stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold)
+            if stats.conclusive:
+                stopped = "conclusive"
+                break
+        if elapsed >= budget_s and trial >= 2:
+            break
+    if stats is None or stats.n_a != len(samples["A"]):
+        stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold)
+    return ComparisonResult(
+        a=names[0], b=names[1], stats=stats,
+        a_summary=LatencySummary.from_values(samples["A"], rng_seed=seed),
+        b_summary=LatencySummary.from_values(samples["B"], rng_seed=seed), trials=trial,
+        block_size=block_size, seconds=clock() - start, budget_s=budget_s, stopped=stopped,
+        order=order)
