@@ -1,0 +1,241 @@
+"""The search: measure every variant quickly, gate it on quality, drop the dominated ones, and
+measure the survivors properly (interleaved against the baseline), all inside a time budget.
+
+Budget rule: a step starts only when the budget left covers its stated need; otherwise it is
+recorded as *not measured* with the time it would have needed, so the report can say what is
+missing instead of showing a rushed number.
+
+Latency here is end to end through the Adapter (tokenise -> forward -> postprocess) at batch 1
+on the user's held-out inputs, one request per call, so the figures are what a caller sees.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+# Minimum seconds a step needs to yield a figure worth reporting (on a 2-core machine).
+NEED_QUICK_S = 4.0
+NEED_PROPER_S = 15.0
+
+
+class Progress(Protocol):
+    """What the search tells its display (the CLI draws it with rich on stderr)."""
+
+    def stage(self, name: str, detail: str = "") -> None: ...
+
+    def tick(self, detail: str = "") -> None: ...
+
+
+class NullProgress:
+    def stage(self, name: str, detail: str = "") -> None:
+        pass
+
+    def tick(self, detail: str = "") -> None:
+        pass
+
+
+@dataclass
+class Budget:
+    """Seconds for the whole run; ``clock`` is injected so tests can run without waiting."""
+
+    total_s: float
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(default=-1.0)
+
+    def __post_init__(self) -> None:
+        if self.started < 0:
+            self.started = self.clock()
+
+    def spent(self) -> float:
+        return self.clock() - self.started
+
+    def left(self) -> float:
+        return max(0.0, self.total_s - self.spent())
+
+    def allows(self, need_s: float) -> bool:
+        return self.left() >= need_s
+
+    def share(self, fraction: float, cap: float | None = None) -> float:
+        """``fraction`` of what is left, at most ``cap`` seconds."""
+        value = self.left() * fraction
+        return min(value, cap) if cap is not None else value
+
+
+@dataclass
+class Skipped:
+    """Something the run did not do, and why (budget, not applicable, failed)."""
+
+    what: str
+    reason: str
+    need_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Skipped:
+        return cls(**data)
+
+
+@dataclass
+class Timing:
+    """Latency of one variant against the baseline from one interleaved comparison."""
+
+    variant_id: str
+    kind: str  # "quick" | "proper"
+    samples: int  # per side
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    base_p50_ms: float
+    base_p95_ms: float
+    base_p99_ms: float
+    ratio_p50: float  # variant / baseline
+    ratio_p50_ci: tuple[float, float]
+    ratio_p95: float
+    ratio_p95_ci: tuple[float, float]
+    verdict: str
+    seconds: float
+    latencies_ms: list[float] = field(default_factory=list, repr=False)  # for the CDF plot
+
+    @property
+    def speedup_p95(self) -> float:
+        return 1.0 / self.ratio_p95 if self.ratio_p95 > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ratio_p50_ci"] = list(self.ratio_p50_ci)
+        data["ratio_p95_ci"] = list(self.ratio_p95_ci)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Timing:
+        data = dict(data)
+        data["ratio_p50_ci"] = tuple(data["ratio_p50_ci"])
+        data["ratio_p95_ci"] = tuple(data["ratio_p95_ci"])
+        return cls(**data)
+
+
+Compare = Callable[..., Any]  # measure.compare.run_interleaved
+
+
+def timing_from(variant_id: str, kind: str, result: Any) -> Timing:
+    """A Timing from a measure.compare.ComparisonResult (A = baseline, B = variant)."""
+    a, b, st = result.a_summary, result.b_summary, result.stats
+    return Timing(
+        variant_id=variant_id, kind=kind, samples=min(st.n_a, st.n_b),
+        p50_ms=b.p50, p95_ms=b.p95, p99_ms=b.p99,
+        base_p50_ms=a.p50, base_p95_ms=a.p95, base_p99_ms=a.p99,
+        ratio_p50=st.p50.ratio, ratio_p50_ci=(st.p50.low, st.p50.high),
+        ratio_p95=st.p95.ratio, ratio_p95_ci=(st.p95.low, st.p95.high),
+        verdict=st.p95.verdict, seconds=result.seconds)
+
+
+def measure_against_baseline(compare: Compare, baseline_call: Callable[[Sequence[Any]], Any],
+                             variant_call: Callable[[Sequence[Any]], Any], variant_id: str,
+                             requests: Sequence[Sequence[Any]], *, kind: str, budget_s: float,
+                             seed: int = 0, keep_samples: bool = False) -> Timing:
+    """Interleaved trials of baseline (A) and variant (B) on the same requests."""
+    quick = kind == "quick"
+    result = compare(baseline_call, variant_call, requests, budget_s=budget_s,
+                     block_size=10 if quick else 20, min_trials=2 if quick else 5,
+                     warmup=3 if quick else 5, seed=seed, names=("baseline", variant_id))
+    timing = timing_from(variant_id, kind, result)
+    return timing
+
+
+@dataclass
+class Candidate:
+    """A variant as the search sees it: its quick and proper timings and its quality."""
+
+    variant_id: str
+    title: str
+    quality_verdict: str  # pass | fail | inconclusive | unknown
+    quality_value: float | None
+    quality_ci: tuple[float, float] | None
+    quick: Timing | None = None
+    proper: Timing | None = None
+    dropped: str = ""  # why it left the search (floor, dominated), empty when kept
+    is_baseline: bool = False
+
+    @property
+    def best_timing(self) -> Timing | None:
+        return self.proper or self.quick
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant_id": self.variant_id, "title": self.title,
+                "quality_verdict": self.quality_verdict, "quality_value": self.quality_value,
+                "quality_ci": list(self.quality_ci) if self.quality_ci else None,
+                "quick": self.quick.to_dict() if self.quick else None,
+                "proper": self.proper.to_dict() if self.proper else None,
+                "dropped": self.dropped, "is_baseline": self.is_baseline}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        ci = data.get("quality_ci")
+        return cls(variant_id=data["variant_id"], title=data["title"],
+                   quality_verdict=data["quality_verdict"], quality_value=data["quality_value"],
+                   quality_ci=tuple(ci) if ci else None,
+                   quick=Timing.from_dict(data["quick"]) if data.get("quick") else None,
+                   proper=Timing.from_dict(data["proper"]) if data.get("proper") else None,
+                   dropped=data.get("dropped", ""), is_baseline=data.get("is_baseline", False))
+
+
+def select_survivors(candidates: Sequence[Candidate], *, keep: int = 3,
+                     tie: float = 0.05) -> list[Candidate]:
+    """Mark candidates that fail the floor or are dominated; return the survivors, fastest
+    first. B dominates A when B passes, is faster at p95 by more than ``tie`` and its quality is
+    no lower. Inconclusive quality survives only when nothing passes (it is reported as such)."""
+    timed = [c for c in candidates if c.quick is not None and not c.is_baseline]
+    passing = [c for c in timed if c.quality_verdict == "pass"]
+    for c in timed:
+        if c.quality_verdict == "fail":
+            c.dropped = "fails the quality floor"
+        elif c.quality_verdict != "pass" and passing:
+            c.dropped = f"quality {c.quality_verdict}; passing variants exist"
+    alive = [c for c in timed if not c.dropped]
+    for c in alive:
+        for other in alive:
+            if other is c or other.dropped:
+                continue
+            if _dominates(other, c, tie):
+                c.dropped = f"dominated by {other.variant_id} (faster, quality no lower)"
+                break
+    alive = sorted((c for c in alive if not c.dropped),
+                   key=lambda c: c.quick.p95_ms if c.quick else float("inf"))
+    for c in alive[keep:]:
+        c.dropped = f"not among the {keep} fastest survivors"
+    return alive[:keep]
+
+
+def _dominates(b: Candidate, a: Candidate, tie: float) -> bool:
+    if b.quick is None or a.quick is None or b.quality_verdict != "pass":
+        return False
+    faster = b.quick.p95_ms < a.quick.p95_ms * (1 - tie)
+    qa, qb = a.quality_value, b.quality_value
+    no_worse = qa is None or (qb is not None and qb >= qa)
+    return faster and no_worse
+
+
+def pick_best(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The fastest variant (proper p95 when measured, else quick) that passes the floor."""
+    ok = [c for c in candidates if c.quality_verdict == "pass" and c.best_timing is not None
+          and not c.is_baseline and not c.dropped]
+    if not ok:
+        return None
+    return min(ok, key=lambda c: c.best_timing.p95_ms)  # type: ignore[union-attr]
+
+
+def batch1_requests(inputs: Sequence[Any], n: int, seed: int = 0) -> list[list[Any]]:
+    """``n`` single-input requests drawn (seeded) from the held-out inputs, so the mix of
+    lengths is the data's own."""
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(inputs))
+    reps = -(-n // max(len(idx), 1))
+    order = np.tile(idx, reps)[:n]
+    return [[inputs[i]] for i in order]

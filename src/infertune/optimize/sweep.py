@@ -1,0 +1,296 @@
+"""Serving-policy sweep: which dynamic-batching policy serves the scenario's traffic best.
+
+For one variant we have its measured service-time curve (latency of one forward call as a
+function of batch size and sequence length). The sweep runs every policy of a grid
+(max batch size x max wait x workers x queue bound) through the queueing simulator at the
+scenario's traffic shape, at the mean and at the peak rate, then finds each leading policy's
+goodput (the highest rate that keeps the SLO, by bisection) and its cost per 1,000 requests at
+that goodput. The top policies are then validated with a real open-loop load test (run.py
+does that; this module only decides what to validate).
+
+The simulator is injected (``SimulateFn``) so the sweep logic is tested with a fake queue and
+run for real with ``loadgen.simulate``. Simulated figures are predictions from measured inputs:
+the report labels them "estimate from the queueing simulator fed with service times measured on
+<hardware>", and only the validation load tests are labelled "measured".
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infertune.config import ServePolicy
+
+SHED_LIMIT = 0.01  # a policy that sheds more than 1% of requests does not "keep the SLO"
+
+
+@dataclass
+class SimStats:
+    """What one simulated (or load-tested) run at one rate predicts."""
+
+    rate: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    shed: float  # share of requests shed or timed out
+    utilisation: float | None = None
+    mean_batch: float | None = None
+    requests: int = 0
+
+    def percentile(self, key: str) -> float:
+        return {"p50": self.p50_ms, "p95": self.p95_ms, "p99": self.p99_ms}[key]
+
+    def meets(self, slo: dict[str, float]) -> bool:
+        return self.shed <= SHED_LIMIT and all(self.percentile(k) <= v for k, v in slo.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SimStats:
+        return cls(**data)
+
+
+# (policy, rate in req/s) -> what the queue does at that rate with the scenario's shape
+SimulateFn = Callable[[ServePolicy, float], SimStats]
+
+
+@dataclass(frozen=True)
+class SweepGrid:
+    max_batch_size: tuple[int, ...] = (1, 2, 4, 8, 16)
+    max_wait_ms: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0)
+    workers: tuple[int, ...] = (1, 2)
+    max_queue: tuple[int, ...] = (64, 512)
+
+    @classmethod
+    def for_cores(cls, cores: int, quick: bool = False) -> SweepGrid:
+        workers = tuple(sorted({1, max(1, cores // 2), max(1, cores)}))
+        if quick:
+            return cls((1, 4, 16), (0.0, 2.0, 10.0), workers, (256,))
+        return cls(workers=workers)
+
+    def policies(self, timeout_ms: float | None = None) -> list[ServePolicy]:
+        out = []
+        for b, w, n, q in itertools.product(self.max_batch_size, self.max_wait_ms, self.workers,
+                                            self.max_queue):
+            if b == 1 and w > 0:
+                continue  # waiting for a batch of one only adds delay; one wait-0 entry is enough
+            out.append(ServePolicy(max_batch_size=b, max_wait_ms=w, workers=n, max_queue=q,
+                                   timeout_ms=timeout_ms))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class PolicyResult:
+    policy_id: str
+    policy: dict[str, Any]  # ServePolicy knobs (settings, not results)
+    at_mean: SimStats
+    at_peak: SimStats
+    goodput_rps: float | None = None
+    cost_per_1k_usd: float | None = None
+    validated_mean: SimStats | None = None  # real open-loop load test, when run
+    validated_peak: SimStats | None = None
+
+    @property
+    def serve_policy(self) -> ServePolicy:
+        return ServePolicy(**self.policy)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PolicyResult:
+        data = dict(data)
+        for key in ("at_mean", "at_peak", "validated_mean", "validated_peak"):
+            if data.get(key) is not None:
+                data[key] = SimStats.from_dict(data[key])
+        return cls(**data)
+
+
+@dataclass
+class BatchingEffect:
+    """Batching shown with numbers: the best batching policy against no batching."""
+
+    rate_label: str  # "low load" | "mean" | "peak"
+    rate: float
+    percentile: str
+    unbatched_ms: float
+    batched_ms: float
+    wait_ms: float
+    verdict: str  # "helps" | "hurts" | "neutral"
+    sentence: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchingEffect:
+        return cls(**data)
+
+
+@dataclass
+class SweepResult:
+    variant_id: str
+    slo: dict[str, float]
+    mean_rps: float
+    peak_rps: float
+    grid: dict[str, Any]
+    evaluated: int
+    ranked: list[PolicyResult]  # best first (only the leading ones are kept)
+    batching: list[BatchingEffect] = field(default_factory=list)
+
+    @property
+    def best(self) -> PolicyResult:
+        return self.ranked[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant_id": self.variant_id, "slo": self.slo, "mean_rps": self.mean_rps,
+                "peak_rps": self.peak_rps, "grid": self.grid, "evaluated": self.evaluated,
+                "ranked": [p.to_dict() for p in self.ranked],
+                "batching": [b.to_dict() for b in self.batching]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepResult:
+        return cls(variant_id=data["variant_id"], slo=data["slo"], mean_rps=data["mean_rps"],
+                   peak_rps=data["peak_rps"], grid=data["grid"], evaluated=data["evaluated"],
+                   ranked=[PolicyResult.from_dict(p) for p in data["ranked"]],
+                   batching=[BatchingEffect.from_dict(b) for b in data.get("batching", [])])
+
+
+def policy_id(policy: ServePolicy) -> str:
+    return (f"b{policy.max_batch_size}-w{policy.max_wait_ms:g}ms-x{policy.workers}"
+            f"-q{policy.max_queue}")
+
+
+def policy_knobs(policy: ServePolicy) -> dict[str, Any]:
+    """The knobs the sweep chose, as a ServePolicy dict serve/ can load."""
+    return policy.model_dump(mode="json", exclude_none=True)
+
+
+def cost_per_1k(cost_per_hour_usd: float | None, rate_rps: float | None) -> float | None:
+    """Cost of 1,000 requests on one instance running at ``rate_rps`` (DESIGN.md: at goodput)."""
+    if cost_per_hour_usd is None or not rate_rps:
+        return None
+    return cost_per_hour_usd / (rate_rps * 3600.0) * 1000.0
+
+
+def goodput(simulate: SimulateFn, policy: ServePolicy, slo: dict[str, float], *,
+            high: float, steps: int = 8) -> float:
+    """Highest rate (req/s) at which ``policy`` keeps ``slo`` (and sheds <= 1%), by bisection
+    between 0 and ``high``; 0.0 when even a trickle misses the SLO."""
+    lo, hi = 0.0, high
+    if simulate(policy, hi).meets(slo):
+        return hi
+    probe = max(hi / 64.0, 0.1)
+    if not simulate(policy, probe).meets(slo):
+        return 0.0
+    lo = probe
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if simulate(policy, mid).meets(slo):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def capacity_bound(policy: ServePolicy, service_ms: Callable[[int], float]) -> float:
+    """Upper bound on throughput: every worker always running full batches (req/s)."""
+    b = policy.max_batch_size
+    return policy.workers * b / max(service_ms(b), 1e-6) * 1000.0
+
+
+def rank_key(result: PolicyResult, slo: dict[str, float]) -> tuple[Any, ...]:
+    """Meets the SLO at peak first, then at mean, then the lowest tail at peak, then fewer
+    workers (cheaper), then the simpler policy."""
+    tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
+    return (not result.at_peak.meets(slo), not result.at_mean.meets(slo),
+            round(result.at_peak.percentile(tail), 3), result.policy["workers"],
+            result.policy["max_batch_size"], result.policy["max_wait_ms"])
+
+
+def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_rps: float,
+          peak_rps: float, grid: SweepGrid, service_ms: Callable[[int], float],
+          cost_per_hour_usd: float | None = None, keep: int = 5,
+          timeout_ms: float | None = None,
+          on_policy: Callable[[int, int], None] | None = None) -> SweepResult:
+    """Run every policy of ``grid`` at the mean and peak rates, rank them, and compute goodput
+    and cost for the ``keep`` leading ones."""
+    policies = grid.policies(timeout_ms)
+    results: list[PolicyResult] = []
+    for i, policy in enumerate(policies):
+        results.append(PolicyResult(policy_id(policy), policy_knobs(policy),
+                                    at_mean=simulate(policy, mean_rps),
+                                    at_peak=simulate(policy, peak_rps)))
+        if on_policy is not None:
+            on_policy(i + 1, len(policies))
+    results.sort(key=lambda r: rank_key(r, slo))
+    leaders = results[:keep]
+    unbatched = _best_unbatched(results, slo)
+    if unbatched is not None and all(r.policy_id != unbatched.policy_id for r in leaders):
+        leaders.append(unbatched)  # the no-batching reference is always kept for comparison
+    for result in leaders:
+        policy = result.serve_policy
+        if slo:
+            result.goodput_rps = goodput(simulate, policy, slo,
+                                         high=capacity_bound(policy, service_ms))
+        result.cost_per_1k_usd = cost_per_1k(cost_per_hour_usd, result.goodput_rps)
+    effects = batching_effects(simulate, leaders[0], unbatched, slo, mean_rps, peak_rps)
+    return SweepResult(variant_id, slo, mean_rps, peak_rps, grid.to_dict(), len(policies),
+                       leaders, effects)
+
+
+def _best_unbatched(results: Sequence[PolicyResult],
+                    slo: dict[str, float]) -> PolicyResult | None:
+    plain = [r for r in results if r.policy["max_batch_size"] == 1]
+    return min(plain, key=lambda r: rank_key(r, slo)) if plain else None
+
+
+def batching_effects(simulate: SimulateFn, best: PolicyResult, unbatched: PolicyResult | None,
+                     slo: dict[str, float], mean_rps: float,
+                     peak_rps: float) -> list[BatchingEffect]:
+    """Batching against no batching (same workers) at low load, mean and peak: the wait
+    window costs latency when traffic is light and buys throughput when it is heavy."""
+    if unbatched is None:
+        return []
+    batched = best.serve_policy
+    if batched.max_batch_size == 1:
+        # the best policy does not batch: show what the smallest batching policy would cost
+        batched = batched.model_copy(update={"max_batch_size": 8, "max_wait_ms": 5.0})
+    plain = unbatched.serve_policy.model_copy(update={"workers": batched.workers})
+    tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
+    out = []
+    for label, rate in (("low load", max(mean_rps / 10.0, 0.5)), ("mean", mean_rps),
+                        ("peak", peak_rps)):
+        for key in ("p50", tail):
+            a = simulate(plain, rate).percentile(key)
+            b = simulate(batched, rate).percentile(key)
+            out.append(_effect(label, rate, key, a, b, batched))
+    return out
+
+
+def _effect(label: str, rate: float, key: str, unbatched_ms: float, batched_ms: float,
+            policy: ServePolicy) -> BatchingEffect:
+    change = (batched_ms - unbatched_ms) / unbatched_ms if unbatched_ms > 0 else 0.0
+    verdict = "neutral" if abs(change) < 0.05 else ("hurts" if change > 0 else "helps")
+    what = (f"batching up to {policy.max_batch_size} with a {policy.max_wait_ms:g} ms wait "
+            f"{verdict} at {label} ({rate:.1f} req/s): {key} {unbatched_ms:.1f} ms unbatched "
+            f"-> {batched_ms:.1f} ms batched ({change:+.0%})")
+    if label == "low load" and verdict == "hurts":
+        what += "; the wait window is paid by requests that have nobody to batch with"
+    return BatchingEffect(label, rate, key, unbatched_ms, batched_ms, policy.max_wait_ms,
+                          verdict, what)
+
+
+def instances_needed(peak_rps: float, goodput_rps: float | None) -> int | None:
+    """Instances of one policy's size to carry ``peak_rps`` inside the SLO."""
+    if not goodput_rps or goodput_rps <= 0:
+        return None
+    return max(1, math.ceil(peak_rps / goodput_rps))
