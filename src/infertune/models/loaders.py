@@ -89,7 +89,12 @@ def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | N
         import transformers
     except ImportError as exc:
         raise ModelLoadError("Hugging Face folders need the torch extra; run `make setup`") from exc
-    config = json.loads((folder / "config.json").read_text())
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(
+            f"{folder / 'config.json'} is not valid JSON; re-save the model with save_pretrained"
+        ) from exc
     task = task or _hf_task(folder, config)
     auto = (transformers.AutoModelForSequenceClassification if task != "embedding"
             else transformers.AutoModel)
@@ -100,7 +105,11 @@ def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | N
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         module = auto.from_pretrained(str(folder), **kwargs).eval()
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load Hugging Face model from {folder}: {exc}".split("\n")[0]) from exc
+        first_line = str(exc).split("\n")[0]
+        raise ModelLoadError(
+            f"cannot load Hugging Face model from {folder}: {first_line}; the folder needs "
+            "config.json, the weights and the tokenizer files (save_pretrained writes them)"
+        ) from exc
     weights = [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".json")]
     max_position = config.get("max_position_embeddings")
     max_length = min(_sentence_max_length(folder) or 512, max_position or 512)
@@ -141,14 +150,15 @@ def load_onnx(path: Path) -> TensorAdapter:
     except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(exc).__name__})") from exc
     runner = OrtRunner(session)
-    example = {}
+    example, dynamic = {}, {}
     for inp in session.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in inp.shape[1:]]
-        dtype = _ORT_NP.get(inp.type, np.float32)
-        example[inp.name] = np.zeros(shape, dtype=dtype)
+        dims = inp.shape[1:]  # the first axis is the batch
+        example[inp.name] = np.zeros([d if isinstance(d, int) else 1 for d in dims],
+                                     dtype=_ORT_NP.get(inp.type, np.float32))
+        dynamic[inp.name] = tuple(i for i, d in enumerate(dims) if not isinstance(d, int))
     info = ModelInfo(id=path.stem, version=files_hash([path]), kind="tensor", task="other",
                      runtime="onnxruntime", input_names=runner.input_names, source=str(path))
-    return TensorAdapter(info, runner, example)
+    return TensorAdapter(info, runner, example, dynamic_axes=dynamic)
 
 
 _ORT_NP = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
@@ -164,17 +174,46 @@ def load_torch_file(path: Path, *, trust_remote_code: bool = False,
 
     try:
         module = torch.jit.load(str(path), map_location="cpu")
-    except RuntimeError as exc:
-        if not trust_remote_code:
-            raise ModelLoadError(
-                f"{path} is not TorchScript; loading a pickled model runs arbitrary code, so it "
-                "is refused; export it with torch.jit.trace, or pass --trust-remote-code"
-            ) from exc
-        module = torch.load(str(path), map_location="cpu", weights_only=False)
+    except RuntimeError:
+        module = _load_pickled(path, trust_remote_code)
     module.eval()
     example = example if example is not None else _example_from_attr(module, path)
     return _tensor_adapter(module, example, model_id=path.stem, version=files_hash([path]),
                            source=str(path), runner_cls=TorchRunner)
+
+
+def _load_pickled(path: Path, trust_remote_code: bool) -> Any:
+    """A file that is not TorchScript: a plain state dict (safe to read, but no architecture),
+    or a pickled nn.Module, which runs arbitrary code when unpickled and so needs consent."""
+    import torch
+
+    if not trust_remote_code:
+        try:  # weights_only=True never runs pickled code, so this probe is safe
+            weights = torch.load(str(path), map_location="cpu", weights_only=True)
+        except Exception:  # any failure just means "not a plain state dict"
+            weights = None
+        if isinstance(weights, dict):
+            raise ModelLoadError(
+                f"{path} is a state dict (weights only, no architecture); wrap it in an entry "
+                "point 'pkg.module:factory' that builds the nn.Module and loads these weights"
+            )
+        raise ModelLoadError(
+            f"{path} is not TorchScript; loading a pickled model runs arbitrary code, so it "
+            "is refused; export it with torch.jit.trace, or pass --trust-remote-code"
+        )
+    try:
+        module = torch.load(str(path), map_location="cpu", weights_only=False)
+    except Exception as exc:  # unpickling raises many unrelated types for a bad file
+        raise ModelLoadError(
+            f"{path} is neither TorchScript nor a torch pickle ({type(exc).__name__}); "
+            "pass a file saved with torch.jit.save or torch.save(module)"
+        ) from exc
+    if not isinstance(module, torch.nn.Module):
+        raise ModelLoadError(
+            f"{path} holds a {type(module).__name__}, not an nn.Module; save the module itself "
+            "or wrap it in an entry point 'pkg.module:factory'"
+        )
+    return module
 
 
 def _example_from_attr(module: Any, path: Path) -> Any:
@@ -198,12 +237,24 @@ def load_entry_point(ref: str) -> TensorAdapter:
             f"entry point {ref!r} not found ({exc}); make sure the module is importable "
             "(pip install it or add it to PYTHONPATH)"
         ) from exc
-    made = factory()
+    if not callable(factory):
+        raise ModelLoadError(f"entry point {ref!r} is a {type(factory).__name__}, not a callable")
+    try:
+        made = factory()
+    except Exception as exc:  # the user's own code: report it as a load failure, not a bug here
+        raise ModelLoadError(
+            f"entry point {ref!r} raised {type(exc).__name__}: {exc}".split("\n")[0]
+        ) from exc
     if not (isinstance(made, tuple) and len(made) == 2):
         raise ModelLoadError(
             f"entry point {ref!r} must return (nn.Module, example_input); got {type(made).__name__}"
         )
     module, example = made
+    if not hasattr(module, "eval") or not hasattr(module, "state_dict"):
+        raise ModelLoadError(
+            f"entry point {ref!r} must return (nn.Module, example_input); the first item is a "
+            f"{type(module).__name__}"
+        )
     module.eval()
     return _tensor_adapter(module, example, model_id=attr, version=_module_hash(module),
                            source=ref, runner_cls=TorchRunner)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,10 @@ class TensorAdapter:
     info: ModelInfo
     runner: Runner
     example: dict[str, np.ndarray]  # one example per input name, without the batch axis
+    # Per input, the example axes whose length may vary (an ONNX graph names them). None means
+    # unknown (TorchScript, entry points): then the first example axis may vary, so a sequence
+    # model still takes any length, while the other axes (feature widths) are checked.
+    dynamic_axes: dict[str, tuple[int, ...]] | None = field(default=None)
 
     def preprocess(self, raw: Sequence[Any]) -> ModelInputs:
         if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence) or len(raw) == 0:
@@ -40,7 +44,16 @@ class TensorAdapter:
                         f"{self.info.id}: example {i} lacks input {name!r}; it needs {names}"
                     )
                 columns[name].append(self._as_array(fields[name], name, i))
-        return {name: np.stack(values) for name, values in columns.items()}
+        return {name: self._stack(name, values) for name, values in columns.items()}
+
+    def _stack(self, name: str, values: list[np.ndarray]) -> np.ndarray:
+        shapes = {v.shape for v in values}
+        if len(shapes) > 1:
+            raise IncompatibleInputError(
+                f"{self.info.id}: input {name!r} has shapes {sorted(shapes)} within one batch; "
+                "pad the examples to one shape or send them in separate batches"
+            )
+        return np.stack(values)
 
     def _as_array(self, value: Any, name: str, index: int) -> np.ndarray:
         expected = self.example[name]
@@ -51,14 +64,21 @@ class TensorAdapter:
                 f"{self.info.id}: example {index} input {name!r} is not numeric "
                 f"({expected.dtype} expected)"
             ) from exc
-        if arr.ndim != expected.ndim or (
-            arr.shape[1:] != expected.shape[1:] if arr.ndim > 1 else False
+        if arr.ndim != expected.ndim or any(
+            got != want
+            for axis, (got, want) in enumerate(zip(arr.shape, expected.shape, strict=True))
+            if axis not in self._variable_axes(name)
         ):
             raise IncompatibleInputError(
                 f"{self.info.id}: example {index} input {name!r} has shape {arr.shape}; "
                 f"the model takes {expected.shape} per example"
             )
         return arr
+
+    def _variable_axes(self, name: str) -> tuple[int, ...]:
+        if self.dynamic_axes is None:
+            return (0,)
+        return self.dynamic_axes.get(name, ())
 
     def forward(self, inputs: ModelInputs) -> np.ndarray:
         return self.runner(inputs)
