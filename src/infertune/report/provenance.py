@@ -1,0 +1,57 @@
+"""The provenance rule as a reusable check: every number in a report sits inside a Figure (or a
+Series) whose ``source`` is "measured" or "estimate" and whose ``basis`` says where it comes from.
+
+Numbers under a ``settings`` key are exempt: they are configuration we chose (a serving policy's
+max batch size), not results. Booleans are not numbers here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SOURCES = ("measured", "estimate")
+EXEMPT_KEYS = frozenset({"settings"})
+
+
+def provenance_problems(report: dict[str, Any]) -> list[str]:
+    """Every place in ``report`` that breaks the rule, as 'path: what is wrong'."""
+    problems: list[str] = []
+    _walk(report, "$", covered=False, problems=problems)
+    return problems
+
+
+def assert_all_figures_have_provenance(report: dict[str, Any]) -> None:
+    """Raise AssertionError listing (at most ten) numbers without provenance in ``report``
+    (a report dict, e.g. ``Report.to_dict()`` or json.load of report.json)."""
+    problems = provenance_problems(report)
+    if problems:
+        shown = "\n  ".join(problems[:10])
+        raise AssertionError(f"{len(problems)} figure(s) without provenance:\n  {shown}")
+
+
+def _is_figure(node: dict[str, Any]) -> bool:
+    return "source" in node and "basis" in node
+
+
+def _walk(node: Any, path: str, covered: bool, problems: list[str]) -> None:
+    if isinstance(node, dict):
+        if _is_figure(node):
+            if node["source"] not in SOURCES:
+                problems.append(f"{path}.source = {node['source']!r}: must be one of {SOURCES}")
+            basis = node["basis"]
+            if not isinstance(basis, str) or not basis.strip():
+                problems.append(f"{path}.basis: empty; say where the figure comes from")
+            covered = True
+        elif "source" in node and isinstance(node["source"], str) and not covered:
+            # an Option's own source label: it must still be one of the two kinds
+            if node["source"] not in SOURCES:
+                problems.append(f"{path}.source = {node['source']!r}: must be one of {SOURCES}")
+        for key, child in node.items():
+            if key in EXEMPT_KEYS:
+                continue
+            _walk(child, f"{path}.{key}", covered, problems)
+    elif isinstance(node, list | tuple):
+        for i, child in enumerate(node):
+            _walk(child, f"{path}[{i}]", covered, problems)
+    elif isinstance(node, int | float) and not isinstance(node, bool) and not covered:
+        problems.append(f"{path} = {node!r}: a number outside any Figure (no source/basis)")
