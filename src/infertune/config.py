@@ -190,13 +190,34 @@ class Scenario(_Strict):
 
 
 class ServePolicy(_Strict):
-    """How a variant is served: the dynamic-batching and queueing knobs that optimize sweeps."""
+    """How a variant is served: the dynamic-batching and queueing knobs that optimize sweeps,
+    plus the serving runtime's cache, safety and cascade settings (serve/ reads all of them).
+
+    ``timeout_ms`` is the default per-request deadline when a request names none (None: no
+    deadline). ``api_key_env`` names the environment variable holding the API key, never the
+    key itself, so a policy file can be committed."""
 
     max_batch_size: int = Field(default=8, ge=1, le=1024)
     max_wait_ms: float = Field(default=2.0, ge=0, le=10_000)
     workers: int = Field(default=1, ge=1, le=64)
     max_queue: int = Field(default=256, ge=1)
     timeout_ms: float | None = Field(default=None, gt=0)
+    # layered cache: in-process LRU, then Redis when redis_url is set
+    cache_size: int = Field(default=4096, ge=0)  # LRU entries; 0 turns the LRU off
+    cache_ttl_s: float = Field(default=300.0, gt=0)
+    redis_url: str | None = None
+    redis_ttl_s: float = Field(default=3600.0, gt=0)
+    redis_timeout_ms: float = Field(default=100.0, gt=0)
+    # safety limits
+    api_key_env: str | None = None
+    max_request_bytes: int = Field(default=1_000_000, ge=1024)
+    max_inputs: int = Field(default=64, ge=1)  # inputs per request
+    max_input_chars: int = Field(default=100_000, ge=1)
+    on_long_input: Literal["truncate", "reject"] = "truncate"
+    # warm-up and cascade
+    warmup: bool = True
+    cascade_threshold: float | None = Field(default=None, gt=0, le=1)
+    cascade_metric: Literal["probability", "margin"] = "probability"
 
 
 def load_scenario(path: str | Path) -> Scenario:

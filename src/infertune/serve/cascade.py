@@ -1,0 +1,66 @@
+"""Cascade and tiers: an optional fast model answers the inputs it is confident about; the
+rest go to the full model.
+
+Tiers a caller can ask for:
+  fast      the fast model only (the full model when no fast model is configured)
+  standard  the cascade: fast model first, inputs below the confidence threshold go to the full
+            model (the full model alone when no cascade is configured)
+  quality   the full model only
+
+Confidence is read from a classifier's probability vector: ``probability`` is the top
+probability, ``margin`` the gap between the top two. An output that is not a probability
+vector (an embedding, a score) has no confidence, so it is never taken as confident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from infertune.errors import ConfigError
+from infertune.models.base import Adapter
+
+Tier = Literal["fast", "standard", "quality"]
+ConfidenceMetric = Literal["probability", "margin"]
+
+
+def confidence(output: Any, metric: ConfidenceMetric) -> float | None:
+    """The classifier confidence of one output, or None when it is not a probability vector."""
+    try:
+        probs = np.asarray(output, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if probs.ndim != 1 or probs.size < 2 or np.any(probs < 0) or abs(probs.sum() - 1) > 1e-3:
+        return None
+    top = np.sort(probs)[::-1]
+    return float(top[0] if metric == "probability" else top[0] - top[1])
+
+
+@dataclass
+class Cascade:
+    """A fast model and the confidence it must reach to answer without the full model."""
+
+    fast: Adapter
+    threshold: float | None
+    metric: ConfidenceMetric = "probability"
+
+    def __post_init__(self) -> None:
+        if self.threshold is not None and not 0 < self.threshold <= 1:
+            raise ConfigError(f"cascade_threshold = {self.threshold}: must be in (0, 1]; "
+                              "e.g. 0.9 for a 90% top probability")
+
+    def uses_fast(self, tier: Tier) -> bool:
+        return tier == "fast" or (tier == "standard" and self.threshold is not None)
+
+    def confident(self, outputs: Sequence[Any], tier: Tier) -> list[bool]:
+        """Which fast-model outputs stand as answers for ``tier``."""
+        if tier == "fast":
+            return [True] * len(outputs)
+        return [self._passes(out) for out in outputs]
+
+    def _passes(self, output: Any) -> bool:
+        score = confidence(output, self.metric)
+        return score is not None and self.threshold is not None and score >= self.threshold

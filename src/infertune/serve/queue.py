@@ -1,0 +1,226 @@
+"""The bounded priority queue between the HTTP handlers and the batcher.
+
+Rules, in the order a request meets them:
+
+- A full queue answers at once: a new request displaces the newest queued request of a
+  strictly lower priority (low is shed first), or, when none is lower, is itself refused with
+  429 and a Retry-After estimate.
+- Every queued request with a deadline carries its own timer (``loop.call_later``), set to fire
+  when the deadline can no longer be met (deadline minus the current service-time estimate).
+  It sheds the request with 503 even while no batch is forming, so a stalled model never turns
+  queued requests into late answers.
+- ``take_first`` serves the highest priority, oldest first; ``take_matching`` fills a forming
+  batch with requests of the same length bucket.
+
+The queue only lives on one event loop; nothing here is thread-safe, and nothing needs to be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+Priority = Literal["high", "normal", "low"]
+PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
+
+
+class ShedReason(str, Enum):
+    QUEUE_FULL = "queue_full"
+    DISPLACED = "displaced"
+    DEADLINE = "deadline"
+    SHUTTING_DOWN = "shutting_down"
+
+
+class Rejected(Exception):
+    """A request the queue refused or shed; the app turns it into an HTTP answer."""
+
+    def __init__(self, reason: ShedReason, message: str, status: int,
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(eq=False)
+class WorkItem:
+    """The model-bound part of one request (its cache misses)."""
+
+    inputs: list[Any]
+    priority: Priority
+    deadline: float | None  # on the app clock; None: no deadline
+    bucket: int  # length bucket, for similar-length batching
+    enqueued_at: float
+    future: asyncio.Future[Any]
+    dispatched_at: float | None = None
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> None:
+        """Answer the waiting handler once; later answers are ignored (it may have gone)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
+
+
+class RequestQueue:
+    """Bounded, three-class priority queue with per-request deadline timers.
+
+    ``service_estimate`` returns the current expected seconds from dispatch to answer; the
+    deadline timers use it to shed a request as soon as its deadline cannot be met.
+    """
+
+    def __init__(self, max_size: int, *, clock: Callable[[], float],
+                 service_estimate: Callable[[], float],
+                 on_shed: Callable[[ShedReason], None] = lambda reason: None,
+                 on_depth: Callable[[int], None] = lambda depth: None) -> None:
+        self.max_size = max_size
+        self._clock = clock
+        self._service_estimate = service_estimate
+        self._on_shed = on_shed
+        self._on_depth = on_depth
+        self._classes: dict[Priority, deque[WorkItem]] = {p: deque() for p in PRIORITIES}
+        self._arrived = asyncio.Event()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._classes.values())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Refuse new requests; queued ones are still served (graceful drain)."""
+        self._closed = True
+        self._arrived.set()
+
+    def put(self, item: WorkItem) -> None:
+        """Enqueue ``item`` or raise Rejected at once (never waits)."""
+        if self._closed:
+            self._shed_count(ShedReason.SHUTTING_DOWN)
+            raise Rejected(ShedReason.SHUTTING_DOWN, "server is shutting down; retry on another "
+                           "replica", 503, retry_after_s=1.0)
+        delay = self._timer_delay(item)
+        if delay is not None and delay <= 0:
+            self._shed_count(ShedReason.DEADLINE)
+            raise Rejected(ShedReason.DEADLINE, _deadline_message(self._service_estimate()), 503)
+        if len(self) >= self.max_size:
+            victim = self._lowest_below(item.priority)
+            if victim is None:
+                self._shed_count(ShedReason.QUEUE_FULL)
+                raise Rejected(ShedReason.QUEUE_FULL,
+                               f"queue full ({self.max_size} requests waiting); retry later",
+                               429, retry_after_s=self.retry_after())
+            self._remove(victim)
+            self._shed_count(ShedReason.DISPLACED)
+            victim.settle(error=Rejected(
+                ShedReason.DISPLACED, "queue full: shed to admit a higher-priority request; "
+                "retry later", 429, retry_after_s=self.retry_after()))
+        self._classes[item.priority].append(item)
+        if delay is not None:
+            loop = asyncio.get_running_loop()
+            item.timer = loop.call_later(delay, self._expire, item)
+        self._arrived.set()
+        self._on_depth(len(self))
+
+    def retry_after(self) -> float:
+        """Seconds until the queue has likely drained: depth x the batch service estimate (an
+        upper bound, as batches carry several requests), at least one second (Retry-After is
+        whole seconds)."""
+        return float(max(1, math.ceil(len(self) * self._service_estimate())))
+
+    async def wait_nonempty(self) -> bool:
+        """Wait until a request is queued; False once closed and empty."""
+        while not len(self):
+            if self._closed:
+                return False
+            self._arrived.clear()
+            await self._arrived.wait()
+        return True
+
+    async def wait_arrival(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the next put (used while a batch forms)."""
+        self._arrived.clear()
+        try:
+            await asyncio.wait_for(self._arrived.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def take_first(self) -> WorkItem | None:
+        """The oldest request of the highest non-empty priority class."""
+        for priority in PRIORITIES:
+            if self._classes[priority]:
+                return self._taken(self._classes[priority].popleft())
+        return None
+
+    def take_matching(self, capacity: int, bucket: int | None) -> list[WorkItem]:
+        """Up to ``capacity`` inputs' worth of requests, by priority then age; only requests
+        in ``bucket`` when one is given (similar-length grouping)."""
+        chosen: list[WorkItem] = []
+        for priority in PRIORITIES:
+            for item in list(self._classes[priority]):
+                if bucket is not None and item.bucket != bucket:
+                    continue
+                if len(item.inputs) > capacity:
+                    continue
+                self._classes[priority].remove(item)
+                chosen.append(self._taken(item))
+                capacity -= len(item.inputs)
+                if capacity <= 0:
+                    return chosen
+        return chosen
+
+    def _taken(self, item: WorkItem) -> WorkItem:
+        if item.timer is not None:
+            item.timer.cancel()
+            item.timer = None
+        self._on_depth(len(self))
+        return item
+
+    def _timer_delay(self, item: WorkItem) -> float | None:
+        if item.deadline is None:
+            return None
+        return item.deadline - self._clock() - self._service_estimate()
+
+    def _expire(self, item: WorkItem) -> None:
+        item.timer = None
+        if self._remove(item):
+            self._shed_count(ShedReason.DEADLINE)
+            item.settle(error=Rejected(ShedReason.DEADLINE,
+                                       _deadline_message(self._service_estimate()), 503))
+
+    def _remove(self, item: WorkItem) -> bool:
+        queue = self._classes[item.priority]
+        try:
+            queue.remove(item)
+        except ValueError:
+            return False  # already taken by the batcher
+        self._on_depth(len(self))
+        return True
+
+    def _lowest_below(self, priority: Priority) -> WorkItem | None:
+        """The newest queued request of the lowest class strictly below ``priority``."""
+        rank = PRIORITIES.index(priority)
+        for lower in reversed(PRIORITIES[rank + 1:]):
+            if self._classes[lower]:
+                return self._classes[lower][-1]
+        return None
+
+    def _shed_count(self, reason: ShedReason) -> None:
+        self._on_shed(reason)
+
+
+def _deadline_message(estimate_s: float) -> str:
+    return (f"shed before reaching the model: the request's deadline cannot be met (expected "
+            f"service time {estimate_s * 1000:.1f} ms); raise timeout_ms or retry later")

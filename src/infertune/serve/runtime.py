@@ -1,0 +1,195 @@
+"""The request pipeline behind /v1/predict, independent of HTTP:
+
+    cache lookup (LRU -> Redis) -> cascade's fast model (if the tier uses it)
+      -> bounded priority queue -> dynamic batcher -> full model -> cache store
+
+``ServeRuntime.start()`` must run on the serving event loop (the app's lifespan does it); it
+starts the batching loop and warm-up. ``stop()`` refuses new requests, drains the queue and
+waits for running batches, so no accepted request is lost on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from infertune.config import ServePolicy
+from infertune.models.base import Adapter
+from infertune.serve.batcher import Batcher, BatchOutcome, run_stages, text_bucket
+from infertune.serve.cache import MISS, LayeredCache, LRUCache, RedisCache, cache_key, redis_client
+from infertune.serve.cascade import Cascade, Tier
+from infertune.serve.metrics import STAGES, ServeMetrics
+from infertune.serve.queue import RequestQueue, WorkItem
+from infertune.serve.validate import PredictRequest
+from infertune.serve.warmup import run_warmup, warmup_batches
+
+log = logging.getLogger("infertune.serve")
+
+
+@dataclass
+class PredictResult:
+    outputs: list[Any]
+    cached: list[bool]
+    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+
+
+def to_jsonable(value: Any) -> Any:
+    """numpy arrays and scalars -> lists and Python numbers (embeddings as lists of floats)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+class ServeRuntime:
+    """One served model: queue, batcher, cache and cascade, wired to one metrics registry."""
+
+    def __init__(self, adapter: Adapter, policy: ServePolicy, *, clock: Callable[[], float],
+                 metrics: ServeMetrics, redis: Any = None,
+                 fast_adapter: Adapter | None = None) -> None:
+        self.adapter = adapter
+        self.policy = policy
+        self.clock = clock
+        self.metrics = metrics
+        self.cascade = (Cascade(fast_adapter, policy.cascade_threshold, policy.cascade_metric)
+                        if fast_adapter is not None else None)
+        self._redis_client = redis
+        self.ready = False
+        self.warmup_error: str | None = None
+        self.queue: RequestQueue | None = None
+        self.batcher: Batcher | None = None
+        self.cache: LayeredCache | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def model(self) -> dict[str, str]:
+        return {"id": self.adapter.info.id, "version": self.adapter.info.version}
+
+    async def start(self) -> None:
+        m = self.metrics
+        self.queue = RequestQueue(
+            self.policy.max_queue, clock=self.clock,
+            service_estimate=lambda: self.batcher.service_estimate() if self.batcher else 0.0,
+            on_shed=lambda reason: m.shed.labels(reason=reason.value).inc(),
+            on_depth=m.queue_depth.set)
+        self.batcher = Batcher(self.adapter, self.queue, max_batch_size=self.policy.max_batch_size,
+                               max_wait_s=self.policy.max_wait_ms / 1000,
+                               workers=self.policy.workers, clock=self.clock, metrics=m)
+        self.cache = LayeredCache(
+            LRUCache(self.policy.cache_size, self.policy.cache_ttl_s, self.clock),
+            self._redis_layer(),
+            on_lookup=lambda layer, hit: (m.cache_hits if hit else m.cache_misses)
+            .labels(layer=layer).inc())
+        self._tasks.append(asyncio.create_task(self.batcher.run()))
+        self._tasks.append(asyncio.create_task(self._warm()))
+
+    def _redis_layer(self) -> RedisCache | None:
+        client = self._redis_client
+        if client is None and self.policy.redis_url:
+            client = redis_client(self.policy.redis_url, self.policy.redis_timeout_ms / 1000)
+        if client is None:
+            return None
+        errors = self.metrics.cache_errors.labels(layer="redis")
+        return RedisCache(client, self.policy.redis_ttl_s, self.clock, on_error=errors.inc)
+
+    async def _warm(self) -> None:
+        assert self.batcher is not None
+        if self.policy.warmup:
+            batches = warmup_batches(self.adapter, self.policy.max_batch_size)
+            if self.cascade is not None:
+                batches_fast = warmup_batches(self.cascade.fast, self.policy.max_batch_size)
+            try:
+                await self.batcher.run_in_worker(run_warmup, self.adapter, batches)
+                if self.cascade is not None:
+                    await self.batcher.run_in_worker(run_warmup, self.cascade.fast, batches_fast)
+            except Exception as exc:  # noqa: BLE001 - report on /readyz instead of dying
+                self.warmup_error = f"warm-up failed: {type(exc).__name__}: {exc}"
+                log.error(self.warmup_error)
+                return
+        self.ready = True
+        self.metrics.ready.set(1)
+
+    async def stop(self) -> None:
+        """Refuse new work, serve everything queued, wait for running batches."""
+        if self.queue is not None:
+            self.queue.close()
+        for task in self._tasks:
+            await asyncio.gather(task, return_exceptions=True)
+        if self.cache is not None and self.cache.redis is not None:
+            await self.cache.redis.close()
+
+    def _params(self, tier: Tier) -> dict[str, Any]:
+        """The request parameters that change an output, part of every cache key."""
+        if self.cascade is None:
+            return {}
+        return {"tier": tier, "fast": [self.cascade.fast.info.id, self.cascade.fast.info.version],
+                "threshold": self.cascade.threshold, "metric": self.cascade.metric}
+
+    async def predict(self, request: PredictRequest, arrived: float) -> PredictResult:
+        assert self.cache is not None and self.queue is not None
+        inputs = request.inputs
+        caching = self.policy.cache_size > 0 or self.cache.redis is not None
+        keys = [cache_key(self.model["id"], self.model["version"], self._params(request.tier), x)
+                for x in inputs]
+        found = await self.cache.lookup(keys) if caching else [MISS] * len(inputs)
+        result = PredictResult(outputs=[None if v is MISS else v for v in found],
+                               cached=[v is not MISS for v in found])
+        todo = [i for i, v in enumerate(found) if v is MISS]
+        if not todo:
+            return result
+        computed = list(todo)
+        if self.cascade is not None and self.cascade.uses_fast(request.tier):
+            todo = await self._fast_pass(inputs, todo, request.tier, result)
+        if todo:
+            outcome = await self._full_pass(inputs, todo, request, arrived)
+            for i, out in zip(todo, outcome.outputs, strict=True):
+                result.outputs[i] = to_jsonable(out)
+            _add(result.timings, outcome.timings)
+        self.metrics.observe_stages(result.timings)
+        if caching:
+            await self.cache.store([(keys[i], result.outputs[i]) for i in computed])
+        return result
+
+    async def _fast_pass(self, inputs: list[Any], todo: list[int], tier: Tier,
+                         result: PredictResult) -> list[int]:
+        """Answer the confident inputs with the fast model; return the rest."""
+        assert self.cascade is not None and self.batcher is not None
+        outputs, timings = await self.batcher.run_in_worker(
+            run_stages, self.cascade.fast, [inputs[i] for i in todo], self.clock)
+        _add(result.timings, timings)
+        outputs = [to_jsonable(o) for o in outputs]
+        rest = []
+        for i, out, ok in zip(todo, outputs, self.cascade.confident(outputs, tier), strict=True):
+            if ok:
+                result.outputs[i] = out
+            else:
+                rest.append(i)
+        return rest
+
+    async def _full_pass(self, inputs: list[Any], todo: list[int], request: PredictRequest,
+                         arrived: float) -> BatchOutcome:
+        assert self.queue is not None
+        timeout_ms = request.timeout_ms or self.policy.timeout_ms
+        texts = [inputs[i] for i in todo]
+        item = WorkItem(
+            inputs=texts, priority=request.priority,
+            deadline=arrived + timeout_ms / 1000 if timeout_ms else None,
+            bucket=text_bucket(texts) if self.adapter.info.kind == "text" else 0,
+            enqueued_at=self.clock(), future=asyncio.get_running_loop().create_future())
+        self.queue.put(item)
+        return await item.future
+
+
+def _add(total: dict[str, float], part: dict[str, float]) -> None:
+    for stage, seconds in part.items():
+        total[stage] = total.get(stage, 0.0) + seconds

@@ -1,0 +1,22 @@
+"""Run an app under uvicorn with the shutdown behaviour serving needs.
+
+On SIGTERM/SIGINT uvicorn closes the listening socket (no new connections), lets every
+in-flight request finish (no graceful-shutdown timeout: an accepted request is never cut off),
+and only then runs the app's lifespan shutdown, which drains the queue and the batcher.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULT_HOST = "127.0.0.1"  # loopback unless the operator asks for more
+
+
+def run_server(app: Any, *, host: str = DEFAULT_HOST, port: int = 8000,
+               log_level: str = "warning") -> None:
+    """Serve ``app`` until SIGTERM/SIGINT; returns after the graceful drain."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
+                            timeout_graceful_shutdown=None, access_log=False)
+    uvicorn.Server(config).run()

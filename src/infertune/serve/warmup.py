@@ -1,0 +1,37 @@
+"""Warm-up: run representative batches of each shape bucket before saying ready.
+
+The first call at a new shape pays for allocator growth, oneDNN primitive creation and (for
+compiled runners) graph capture; running each bucket once at batch size 1 and at the maximum
+batch size moves that cost out of the first users' latency.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infertune.models.base import Adapter
+
+
+def warmup_batches(adapter: Adapter, max_batch_size: int) -> list[list[Any]]:
+    """The batches to run: for text, one per padding bucket up to the model's max length
+    (texts of about that many tokens), at batch sizes 1 and max; otherwise sample inputs."""
+    sizes = sorted({1, max_batch_size})
+    if adapter.info.kind != "text":
+        return [adapter.sample_inputs(n) for n in sizes]
+    limit = adapter.info.max_length or 128
+    pre = getattr(adapter, "pre", None)
+    buckets = [b for b in getattr(pre, "buckets", (16, 64, limit)) if b <= limit] or [limit]
+    base = adapter.sample_inputs(1)[0]
+    batches = []
+    for tokens in buckets:
+        # Roughly one token per word; the tokenizer truncates at max_length anyway.
+        text = " ".join((base.split() * (tokens // max(1, len(base.split())) + 1))[:tokens])
+        batches.extend([[text] * n for n in sizes])
+    return batches
+
+
+def run_warmup(adapter: Adapter, batches: list[list[Any]]) -> int:
+    """Run every batch through the full pipeline (in a worker thread); returns the count."""
+    for batch in batches:
+        adapter.postprocess(adapter.forward(feeds := adapter.preprocess(batch)), feeds)
+    return len(batches)
