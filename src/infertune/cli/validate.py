@@ -1,17 +1,170 @@
-"""`infertune validate` — not built yet (issue #6)."""
+"""`infertune validate MODEL VARIANT --floor ...` — check one variant against a quality floor."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
-from infertune.errors import NotBuiltError
+from infertune.errors import DataError, QualityFloorError
+
+HELP = "\n\n".join([
+    "Check a VARIANT against the baseline MODEL on held-out data and a quality floor.",
+    "\b\nFloor grammar (--floor):\n"
+    "  METRIC>=X  or  METRIC<=X   an absolute bound on the variant's metric\n"
+    "  METRIC drop<=X             may worsen by at most X from the baseline\n"
+    "  METRIC drop<=X%            ... by at most X% of the baseline's score\n"
+    "  e.g. 'cosine>=0.99' (cosine = mean_cosine), 'accuracy drop<=1%'",
+    "Metrics: accuracy, macro_f1, top_k_accuracy@K (or top5_accuracy), argmax_agreement, mae, "
+    "rmse, mean_cosine, min_cosine, knn_agreement@K, spearman, ndcg@K, rank_agreement, "
+    "max_abs_diff, max_rel_diff. Label metrics need a label per example; the others compare "
+    "with the baseline.",
+    "Verdict, from a seeded paired-bootstrap 95% CI over the examples: pass (exit 0) when the "
+    "whole CI is inside the floor; fail (exit 1) when wholly outside; inconclusive (exit 1, "
+    "since the floor is not shown to hold) when the CI straddles it, with an estimate of how "
+    "many more examples would decide it (CI width shrinks about as 1/sqrt(n)). Floors on "
+    "min_cosine, max_abs_diff and max_rel_diff are judged on the examples seen, as a bootstrap "
+    "CI of an extreme is unreliable.",
+    "VARIANT may be any model reference, or an .onnx file exported from MODEL, which is then run "
+    "with MODEL's tokenizer and postprocessing.",
+])
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "validate",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        help="Not built yet (issue #6).",
-    )
-    def _not_built() -> None:
-        raise NotBuiltError("infertune validate is not built yet (issue #6)")
+    @app.command("validate", help=HELP)
+    def validate(
+        model: Annotated[str, typer.Argument(help="The baseline: a model reference or 'minilm'.")],
+        variant: Annotated[str, typer.Argument(help="The variant to check (see above).")],
+        data: Annotated[Path | None, typer.Option(
+            "--data", help="Held-out data (.jsonl/.csv/.npz); minilm defaults to its bundled set."
+        )] = None,
+        floor: Annotated[str | None, typer.Option(
+            "--floor", help="The quality floor, e.g. 'cosine>=0.99'; default: the --scenario's."
+        )] = None,
+        scenario: Annotated[Path | None, typer.Option(
+            "--scenario", help="Scenario YAML whose constraints.quality_floor to use.")] = None,
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="Write the result (quality.json format) here.")] = None,
+        task: Annotated[str | None, typer.Option(
+            "--task", help="classification|regression|embedding|reranking|other; "
+            "default: the model's.")] = None,
+        metric: Annotated[list[str] | None, typer.Option(
+            "--metric", help="Report this metric too (repeatable); default: the task's set."
+        )] = None,
+        batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
+        input_column: Annotated[str, typer.Option("--input-column")] = "input",
+        label_column: Annotated[str, typer.Option("--label-column")] = "label",
+        resamples: Annotated[int, typer.Option("--resamples", min=100,
+                                               help="Bootstrap resamples.")] = 1000,
+        seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    ) -> None:
+        from infertune.quality.validate import preflight
+
+        chosen = _floor(floor, scenario)
+        held = _data(model, data, input_column, label_column)
+        preflight(chosen, held.labels is not None, metric, task, held.source)
+        baseline, candidate = _load_pair(model, variant, task)
+        result = _run(baseline, candidate, held, chosen, metric, batch_size, task, resamples,
+                      seed)
+        if json_out is not None:
+            result.save(json_out)
+        _print(result, json_out)
+        check = result.floor_check
+        if result.verdict == "fail":
+            raise QualityFloorError(f"quality floor not met: {check.explanation}")
+        if result.verdict == "inconclusive":
+            raise QualityFloorError(f"quality floor inconclusive: {check.explanation}")
+
+
+def _floor(text: str | None, scenario: Path | None) -> Any:
+    from infertune.config import load_scenario
+    from infertune.quality.floor import floor_from_config, parse_floor
+
+    if text is not None:
+        return parse_floor(text)
+    if scenario is not None:
+        config = load_scenario(scenario).constraints.quality_floor
+        if config is not None:
+            return floor_from_config(config)
+        raise QualityFloorError(f"{scenario} sets no constraints.quality_floor; add one or "
+                                "pass --floor 'cosine>=0.99'")
+    raise QualityFloorError("no quality floor given; pass --floor (e.g. 'cosine>=0.99') or "
+                            "--scenario FILE with constraints.quality_floor")
+
+
+def _data(model: str, path: Path | None, input_column: str, label_column: str) -> Any:
+    from infertune.data import default_heldout, read_heldout
+    from infertune.models import BUILTIN
+
+    if path is not None:
+        return read_heldout(path, input_column=input_column, label_column=label_column)
+    if model == BUILTIN:
+        return default_heldout()
+    raise DataError(f"--data is required for {model!r} (only {BUILTIN!r} has a bundled set); "
+                    "pass a .jsonl, .csv or .npz file")
+
+
+def _load_pair(model: str, variant: str, task: str | None) -> tuple[Any, Any]:
+    """The baseline, and the variant; an .onnx variant of a text model borrows its tokenizer."""
+    from infertune.cli._common import quiet_libraries
+    from infertune.models import TextAdapter, load
+
+    quiet_libraries()
+    baseline = load(model, task=task)
+    path = Path(variant)
+    if path.suffix == ".onnx" and path.is_file() and isinstance(baseline, TextAdapter):
+        from infertune.errors import ModelLoadError
+        from infertune.models.loaders import files_hash
+        from infertune.models.runners import OrtRunner, ort_session
+
+        try:
+            session = ort_session(str(path))
+        except Exception as exc:  # onnxruntime raises untyped errors for bad graphs
+            raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(exc).__name__})") \
+                from exc
+        return baseline, baseline.with_runner(OrtRunner(session), id=path.stem,
+                                              version=files_hash([path]), source=str(path))
+    return baseline, load(variant, task=task)
+
+
+def _run(baseline: Any, variant: Any, held: Any, floor: Any, metrics: list[str] | None,
+         batch_size: int, task: str | None, resamples: int, seed: int) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from infertune.quality.validate import compare_quality
+
+    columns = (TextColumn("running both models"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        job = bar.add_task("validate", total=2 * len(held))
+        return compare_quality(
+            baseline, variant, held, floor, metrics or None, batch_size, task=task,
+            progress=lambda n: bar.advance(job, n), resamples=resamples, seed=seed,
+        )
+
+
+def _print(result: Any, json_out: Path | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"baseline {result.baseline}\nvariant  {result.variant}\n"
+                  f"data     {result.data_source} ({result.n_examples} examples, "
+                  f"{'with' if result.has_labels else 'no'} labels; task {result.task})")
+    table = Table("metric", "vs", "variant [95% CI]", "baseline", "note")
+    for m in result.metrics:
+        note = "extreme: CI unreliable" if m.note else ""
+        if m.diff is not None:
+            note = f"diff {m.diff:+.4f} [{m.diff_ci_low:+.4f}, {m.diff_ci_high:+.4f}]"
+        table.add_row(m.name, m.vs, f"{m.value:.4f} [{m.ci_low:.4f}, {m.ci_high:.4f}]",
+                      f"{m.baseline_value:.4f}", note)
+    console.print(table)
+    if result.drift is not None:
+        parts = ", ".join(f"{s.name} {s.verdict}" + (f" (PSI {s.psi:.3f})" if s.psi is not None
+                                                     else "") for s in result.drift.summaries)
+        console.print(f"output drift: {result.drift.verdict} — {parts}")
+    console.print(f"verdict: {result.verdict.upper()} for {result.floor_check.floor.text()}")
+    console.print(result.floor_check.explanation, soft_wrap=True)
+    if json_out is not None:
+        console.print(f"wrote {json_out}")

@@ -1,0 +1,281 @@
+"""Check a variant against the baseline on held-out data: metrics with CIs, the floor verdict,
+and drift between the two output sets.
+
+    result = compare_quality(baseline, variant, data, "cosine>=0.99")   # runs both models
+    result = evaluate_outputs(base_out, var_out, labels, floor, "embedding")  # already ran them
+    result.save(variant_dir / "quality.json");  QualityResult.load(path)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infertune.config import QualityFloor
+from infertune.data import HeldOut
+from infertune.errors import DataError, IncompatibleInputError, InfertuneError, QualityFloorError
+from infertune.models.base import Adapter
+from infertune.quality.bootstrap import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SET_RESAMPLES,
+    MetricValue,
+    draw,
+    metric_value,
+    resample_indices,
+)
+from infertune.quality.drift import DriftResult, drift
+from infertune.quality.floor import Floor, FloorCheck, Verdict, check_floor, floor_from_config
+from infertune.quality.floor import parse_floor as _parse_floor
+from infertune.quality.metrics import (
+    Metric,
+    default_metrics,
+    for_list_outputs,
+    get_metric,
+    normalise_task,
+)
+
+SCHEMA = "infertune.quality/v1"
+FloorLike = Floor | QualityFloor | str
+Progress = Callable[[int], None]  # called with the number of examples just run
+
+
+@dataclass
+class QualityResult:
+    """Everything ``validate`` found for one variant; what optimize stores as quality.json."""
+
+    verdict: Verdict
+    floor_check: FloorCheck
+    metrics: list[MetricValue]
+    task: str
+    n_examples: int
+    has_labels: bool
+    baseline: str = "baseline"
+    variant: str = "variant"
+    data_source: str = ""
+    seed: int = 0
+    resamples: int = DEFAULT_RESAMPLES
+    drift: DriftResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def metric(self, name: str) -> MetricValue:
+        canonical = get_metric(name).name
+        for value in self.metrics:
+            if value.name == canonical:
+                return value
+        raise KeyError(canonical)
+
+    def summary_line(self) -> str:
+        check = self.floor_check
+        return f"{self.verdict}: {check.floor.text()} — {check.explanation}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "verdict": self.verdict, "floor_check": self.floor_check.to_dict(),
+            "metrics": [m.to_dict() for m in self.metrics], "task": self.task,
+            "n_examples": self.n_examples, "has_labels": self.has_labels,
+            "baseline": self.baseline, "variant": self.variant, "data_source": self.data_source,
+            "seed": self.seed, "resamples": self.resamples,
+            "drift": self.drift.to_dict() if self.drift else None, "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QualityResult:
+        if data.get("schema") != SCHEMA:
+            raise DataError(f"not a quality result (schema {data.get('schema')!r}, "
+                            f"expected {SCHEMA!r})")
+        fields = {k: v for k, v in data.items() if k != "schema"}
+        fields["floor_check"] = FloorCheck.from_dict(data["floor_check"])
+        fields["metrics"] = [MetricValue.from_dict(m) for m in data["metrics"]]
+        fields["drift"] = DriftResult.from_dict(data["drift"]) if data.get("drift") else None
+        return cls(**fields)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> QualityResult:
+        path = Path(path)
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise DataError(f"{path}: not a readable quality.json ({type(exc).__name__})") from exc
+
+
+def as_floor(floor: FloorLike) -> Floor:
+    if isinstance(floor, Floor):
+        return floor
+    if isinstance(floor, QualityFloor):
+        return floor_from_config(floor)
+    return _parse_floor(floor)
+
+
+def compare_quality(baseline: Adapter, variant: Adapter, data: HeldOut, floor: FloorLike,
+                    metrics: Sequence[str] | None = None, batch_size: int = 32, *,
+                    task: str | None = None, progress: Progress | None = None,
+                    resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> QualityResult:
+    """Run both models on ``data`` and judge the variant against ``floor``."""
+    task = task or baseline.info.task
+    floor = preflight(floor, data.labels is not None, metrics, task, data.source)
+    base_out = run_outputs(baseline, data.inputs, batch_size, progress, data.source)
+    var_out = run_outputs(variant, data.inputs, batch_size, progress, data.source)
+    return evaluate_outputs(
+        base_out, var_out, data.labels, floor, task, metrics, resamples=resamples, seed=seed,
+        baseline_name=_name(baseline), variant_name=_name(variant), data_source=data.source,
+    )
+
+
+def preflight(floor: FloorLike, has_labels: bool, metrics: Sequence[str] | None = None,
+              task: str | None = None, source: str = "the data") -> Floor:
+    """The checks that need no model run: the floor parses, its metric (and every requested one)
+    fits the task, and label metrics have labels. Returns the parsed floor."""
+    floor = as_floor(floor)
+    names = [floor.metric, *(metrics or [])]
+    if task is not None:
+        task = normalise_task(task)
+        for name in names:
+            metric = get_metric(name)
+            if not metric.fits(task):
+                raise QualityFloorError(
+                    f"{metric.name} does not apply to a {task} model; use one of "
+                    f"{', '.join(default_metrics(task, has_labels))}"
+                )
+    _require_labels(names, has_labels, source)
+    return floor
+
+
+def _name(adapter: Adapter) -> str:
+    info = adapter.info
+    return f"{info.id} ({info.runtime}, {info.precision}, {info.version})"
+
+
+def run_outputs(model: Adapter, inputs: Sequence[Any], batch_size: int = 32,
+                progress: Progress | None = None, source: str = "the data") -> np.ndarray:
+    """The model's postprocessed outputs for every input, stacked batch-first."""
+    rows: list[Any] = []
+    for start in range(0, len(inputs), batch_size):
+        batch = list(inputs[start:start + batch_size])
+        feeds = model.preprocess(batch)  # raises IncompatibleInputError on the wrong kind
+        try:
+            raw = model.forward(feeds)
+        except InfertuneError:
+            raise
+        except Exception as exc:  # runtimes raise untyped errors for feeds of the wrong shape
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+            raise IncompatibleInputError(
+                f"{model.info.id} could not run on {source} (examples {start}..): "
+                f"{type(exc).__name__} {first}; check that the data matches the model's input"
+            ) from exc
+        rows.extend(model.postprocess(raw, feeds))
+        if progress is not None:
+            progress(len(batch))
+    return stack_outputs(rows, model.info.id)
+
+
+def stack_outputs(rows: Sequence[Any] | np.ndarray, who: str = "model") -> np.ndarray:
+    try:
+        return np.asarray(np.stack([np.asarray(r, dtype=np.float64) for r in rows]))
+    except (ValueError, TypeError) as exc:
+        raise IncompatibleInputError(
+            f"{who}: outputs are not numeric arrays of one shape, so they cannot be compared"
+        ) from exc
+
+
+def evaluate_outputs(baseline_outputs: Sequence[Any] | np.ndarray,
+                     variant_outputs: Sequence[Any] | np.ndarray, labels: Sequence[Any] | None,
+                     floor: FloorLike, task: str, metrics: Sequence[str] | None = None, *,
+                     resamples: int = DEFAULT_RESAMPLES,
+                     set_resamples: int = DEFAULT_SET_RESAMPLES, seed: int = 0,
+                     baseline_name: str = "baseline", variant_name: str = "variant",
+                     data_source: str = "") -> QualityResult:
+    """Judge outputs both models already produced on the same examples, in the same order."""
+    floor = as_floor(floor)
+    task = normalise_task(task)
+    base = stack_outputs(baseline_outputs, "baseline")
+    var = stack_outputs(variant_outputs, "variant")
+    if base.shape != var.shape:
+        raise IncompatibleInputError(
+            f"baseline outputs have shape {base.shape} but the variant's {var.shape}; a variant "
+            "must produce outputs of the baseline's shape on the same examples"
+        )
+    if len(base) < 2:
+        raise DataError("quality needs at least 2 examples to estimate a CI; pass more data")
+    chosen = _select(floor, task, metrics, labels is not None, base)
+    label_arr = _labels(labels, task, base) if any(m.needs_labels for m in chosen) else None
+    idx = resample_indices(len(base), resamples, seed)
+    values, floor_check = [], None
+    for metric in chosen:
+        draws = draw(metric, var, base, label_arr, idx, set_resamples)
+        values.append(metric_value(metric, draws))
+        if metric.name == floor.metric:
+            floor_check = check_floor(floor, metric, draws, len(base))
+    assert floor_check is not None
+    notes = [] if labels is not None else [
+        "no labels: every metric compares the variant with the baseline's outputs"]
+    return QualityResult(
+        floor_check.verdict, floor_check, values, task, len(base), labels is not None,
+        baseline_name, variant_name, data_source, seed, resamples,
+        drift(base, var, task, seed=seed), notes,
+    )
+
+
+def _select(floor: Floor, task: str, requested: Sequence[str] | None, has_labels: bool,
+            outputs: np.ndarray) -> list[Metric]:
+    n_classes = outputs.shape[1] if task == "classification" and outputs.ndim == 2 else None
+    names = [floor.metric, *(requested if requested is not None
+                             else default_metrics(task, has_labels, n_classes))]
+    _require_labels([floor.metric, *(requested or [])], has_labels, "the data")
+    chosen: dict[str, Metric] = {}
+    for name in names:
+        metric = get_metric(name)
+        if not metric.fits(task):
+            raise QualityFloorError(
+                f"{metric.name} does not apply to a {task} model; use one of "
+                f"{', '.join(default_metrics(task, has_labels, n_classes))}"
+            )
+        if task == "reranking" and outputs.ndim == 1:
+            metric = for_list_outputs(metric)
+        chosen.setdefault(metric.name, metric)
+    return list(chosen.values())
+
+
+def _require_labels(names: Sequence[str], has_labels: bool, source: str) -> None:
+    if has_labels:
+        return
+    for name in names:
+        metric = get_metric(name)
+        if metric.needs_labels:
+            raise DataError(
+                f"{metric.name} is scored against labels but {source} has no label column; "
+                "add a 'label' to every example (or pass --label-column), or use a floor "
+                "against the baseline such as 'argmax_agreement', 'mean_cosine' or "
+                "'rank_agreement'"
+            )
+
+
+def _labels(labels: Sequence[Any] | None, task: str, outputs: np.ndarray) -> np.ndarray:
+    assert labels is not None
+    if len(labels) != len(outputs):
+        raise DataError(f"{len(labels)} labels for {len(outputs)} examples; counts must match")
+    try:
+        arr = np.asarray([float(x) if task != "reranking" else x for x in labels],
+                         dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"labels of a {task} model must be numbers (class indices for "
+                        f"classification); got e.g. {labels[0]!r}") from exc
+    if task == "classification":
+        n_classes = outputs.shape[1]
+        if np.any(arr != np.round(arr)) or arr.min() < 0 or arr.max() >= n_classes:
+            raise DataError(f"classification labels must be class indices 0..{n_classes - 1} "
+                            "(the model's output columns)")
+    if task == "reranking" and arr.shape != outputs.shape:
+        raise DataError(f"relevance labels have shape {arr.shape} but the scores {outputs.shape}; "
+                        "give one relevance per score")
+    return arr
