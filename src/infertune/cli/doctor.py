@@ -10,10 +10,13 @@ from infertune.hardware import LIBRARIES, HardwareInfo, applicability, detect
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("doctor", help="Show this machine: Python and library versions, cores and "
-                 "cgroup CPU quota, memory, the CPU flags that decide which optimizations pay "
-                 "off (avx2, avx512, VNNI, BF16, AMX, NEON), GPUs, and which optimization "
-                 "families apply here and why.")
+    @app.command(
+        "doctor",
+        short_help="This machine: cores, quota, CPU flags, GPUs, and which optimizations apply.",
+        help="Show this machine: Python and library versions, cores and cgroup CPU quota, "
+        "memory, the CPU flags that decide which optimizations pay off (avx2, avx512, VNNI, "
+        "BF16, AMX, NEON), GPUs, and which optimization families apply here and why.",
+    )
     def doctor(
         as_json: bool = typer.Option(
             False, "--json", help="Print the hardware.json document (schema "

@@ -1,0 +1,130 @@
+"""The command line's contract: the command list, doctor's JSON, and the exit codes
+(0 ok, 1 user error in one line, 2 usage or not built, 3 internal with the log named)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+
+from infertune import cli
+from infertune.cli import main
+from infertune.errors import ConfigError, NotBuiltError
+
+# cli/__init__.py catches click.* exceptions, but typer 0.29 vendors click and raises
+# typer._click.* (subclasses of typer.TyperException), so usage errors currently exit 3.
+# strict: once main() catches them, these XPASS and fail, so the marker gets removed.
+USAGE_BUG = pytest.mark.xfail(strict=True, reason="main() misses typer's vendored click errors")
+
+COMMANDS = ["doctor", "profile", "optimize", "loadtest", "report", "compare", "advise", "serve"]
+
+
+def _fresh_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> typer.Typer:
+    """A throwaway app in place of the real one, with the error log in tmp_path."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr(cli, "ERROR_LOG", tmp_path / "last-error.log")
+    return app
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in COMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_each_command_has_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([name, "--help"]) == 0
+    assert "Usage" in capsys.readouterr().out
+
+
+def test_doctor_json_is_the_hardware_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "infertune.hardware/v1"
+    assert "avx512_vnni" in data["flags"] and "avx512_bf16" in data["flags"]
+    verdicts = {a["family"]: a for a in data["applicability"]}
+    assert verdicts["bf16"]["applicable"] and verdicts["int8-dynamic"]["applicable"]
+    if not data["gpus"]:
+        assert not verdicts["fp16"]["applicable"] and verdicts["fp16"]["reason"]
+
+
+def test_doctor_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "avx512_vnni" in out and "not applicable" in out and "fp16" in out
+
+
+@USAGE_BUG
+def test_unknown_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--no-such-option"]) == 2
+    assert "--no-such-option" in capsys.readouterr().err
+
+
+@USAGE_BUG
+def test_unknown_command_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["no-such-command"]) == 2
+    assert "no-such-command" in capsys.readouterr().err
+
+
+def test_not_built_exits_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    placeholders = [c.name for c in cli.app.registered_commands
+                    if (c.help or "").startswith("Not built yet")]
+    if placeholders:  # a real placeholder of the shipped app, while one remains
+        assert main([placeholders[0]]) == 2
+    else:
+        app = _fresh_app(monkeypatch, tmp_path)
+
+        @app.command()
+        def later() -> None:
+            raise NotBuiltError("infertune later is not built yet (issue #99)")
+
+        assert main(["later"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not built yet" in err[0]
+
+
+def test_user_error_is_one_line_exit_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    app = _fresh_app(monkeypatch, tmp_path)
+
+    @app.command()
+    def bad() -> None:
+        raise ConfigError("slo.p95_ms = -5: must be > 0; set a positive target")
+
+    @app.command()
+    def other() -> None:  # two commands, so typer keeps the subcommand names
+        pass
+
+    assert main(["bad"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert lines == ["error: slo.p95_ms = -5: must be > 0; set a positive target"]
+    assert "Traceback" not in captured.err + captured.out
+    assert main(["bad", "--debug"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_internal_error_exits_3_and_names_the_log(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    app = _fresh_app(monkeypatch, tmp_path)
+
+    @app.command()
+    def crash() -> None:
+        raise KeyError("oops")
+
+    @app.command()
+    def other() -> None:
+        pass
+
+    assert main(["crash"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    log = tmp_path / "last-error.log"
+    assert len(err) == 1 and str(log) in err[0] and "KeyError" in err[0]
+    assert "Traceback" in log.read_text() and "oops" in log.read_text()
