@@ -36,12 +36,11 @@ def first_week(options: Sequence[Option], missing: Sequence[str], inside_slo: bo
     )
     steps = [first]
     for label, option in zip(("Days 3-4", "Day 5"), within[:2], strict=False):
-        canary = (" Roll out behind a canary with the baseline kept for rollback."
+        canary = (" Then canary it, keeping the baseline for rollback."
                   if label == "Day 5" else "")
         steps.append(PlanStep(
             title=f"{label}: {option.title}",
-            detail=f"Verify: {option.verify}. Keep it only if the gain holds and quality stays "
-                   f"above the floor.{canary}",
+            detail=f"Verify: {option.verify}.{canary}",
         ))
     while len(steps) < 3:
         steps.append(PlanStep(
@@ -54,28 +53,25 @@ def first_week(options: Sequence[Option], missing: Sequence[str], inside_slo: bo
 
 def measurement_plan(task: str | None, quality_metric: str | None) -> MeasurementPlan:
     logs = [
-        "arrival and start-of-service times per request (the queue wait)",
-        "preprocessing or tokenisation time, and the input size (tokens, pixels)",
-        "forward-pass time and the batch size it ran in",
-        "postprocessing and serialisation time",
-        "end-to-end latency at the client, status, and the model version and instance",
+        "queue wait",
+        "preprocessing or tokenisation time with the input size",
+        "forward-pass time with the batch size",
+        "postprocessing time",
+        "end-to-end latency with the model version",
     ]
     if task == "generation":
-        logs.insert(3, "time to first token and time per output token, and output length")
+        logs.insert(3, "time to first token and per output token")
     metric = quality_metric or "task quality metric"
     return MeasurementPlan(
         log_per_stage=logs,
         compare_variants=(
-            "Run baseline and variant on the same target hardware, warmed up, in randomised "
-            "interleaved trials at the real input-length mix; report the p50, p95 and p99 ratios "
-            "with bootstrap confidence intervals, call a change real only when the interval "
-            "excludes no change, and collect a few thousand requests before trusting a p99."
+            "on the same target hardware, warmed up, in randomised interleaved trials at the real "
+            "input mix; a change is real only when the bootstrap confidence interval of the "
+            "p95 ratio excludes no change, and a p99 needs a few thousand requests."
         ),
         quality_and_drift=(
-            f"Gate every variant on held-out data against the floor ({metric}), then canary it "
-            "beside the baseline on live traffic and compare their outputs; after rollout, track "
-            f"the {metric} on a labelled sample every week and the input-length and output-score "
-            "distributions every day, and roll back when they leave the range seen in the "
-            "held-out check."
+            f"gate each variant on held-out data against the floor ({metric}), canary it beside "
+            f"the baseline, then track {metric} on a labelled weekly sample and the input and "
+            "output distributions daily; roll back when they drift."
         ),
     )

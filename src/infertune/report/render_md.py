@@ -1,0 +1,204 @@
+"""Markdown rendering of a Report: a summary under 700 words first (plain language, no code),
+then the details outside the limit. Reads only the Report; never computes a figure.
+
+The summary ends at SUMMARY_END (an HTML comment, invisible when rendered);
+``summary_word_count`` counts the words before it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from infertune.report.schema import Figure, Impact, Option, Percentiles, Report
+
+SUMMARY_END = "<!-- end of summary -->"
+SUMMARY_WORD_LIMIT = 700
+SUMMARY_OPTIONS = 5
+IMPACT_ORDER = ("p50", "p95", "p99", "throughput", "cost")
+
+
+def figure_text(fig: Figure | None, name: str = "") -> str:
+    """'p95 -60 to -30 % (estimate)' / 'p95 12.3 ms (measured)'; every figure carries its label."""
+    if fig is None:
+        return "n/a"
+    unit = fig.unit
+    if unit.startswith("% change in"):
+        unit = "%"
+    signed = unit == "%"
+    if fig.value is not None:
+        number = _num(fig.value, signed)
+    else:
+        number = f"{_num(fig.low, signed)} to {_num(fig.high, signed)}"  # type: ignore[arg-type]
+    lead = f"{name} " if name else ""
+    return f"{lead}{number} {unit} ({fig.source})".replace(" %", "%")
+
+
+def impact_text(impact: Impact, keys: tuple[str, ...] = IMPACT_ORDER) -> str:
+    parts = [figure_text(getattr(impact, k), k) for k in keys if getattr(impact, k)]
+    return "; ".join(parts) or "not known"
+
+
+def summary_word_count(markdown: str) -> int:
+    """Words in the summary part (before SUMMARY_END): tokens with a letter or digit, so table
+    pipes and rules do not count."""
+    summary = markdown.split(SUMMARY_END, 1)[0]
+    return sum(1 for tok in summary.split() if re.search(r"[A-Za-z0-9]", tok))
+
+
+def render_markdown(report: Report) -> str:
+    lines = _summary(report) + ["", SUMMARY_END, ""] + _details(report)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ---- summary --------------------------------------------------------------------------------
+
+def _summary(r: Report) -> list[str]:
+    p = r.problem
+    out = [f"# {r.title}", "", _provenance_line(r), "", "## Summary", "",
+           f"**The problem.** {p.statement}", "",
+           f"- Latency goal: {p.latency_goal}", f"- Throughput goal: {p.throughput_goal}",
+           f"- Cost goal: {p.cost_goal}", ""]
+    if r.missing_facts:
+        out += ["**Missing facts** (each would sharpen the advice; assumed meanwhile):", ""]
+        out += [f"- {m.fact}: assumed {m.assumption}." for m in r.missing_facts] + [""]
+    out += [f"**Where the time goes.** {r.diagnosis.summary}", ""]
+    out += _key_figures(r)
+    out += ["**Options, ranked** by impact per effort within the risk budget:", ""]
+    out += _options_table(r.options[:SUMMARY_OPTIONS], short=True,
+                          inside_slo=bool(r.problem.inside_slo))
+    if len(r.options) > SUMMARY_OPTIONS:
+        out += ["", f"{len(r.options) - SUMMARY_OPTIONS} more options are in the details."]
+    if r.recommendation and r.recommendation.variant_id:
+        rec = r.recommendation
+        out += ["", f"**Recommendation:** variant `{rec.variant_id}` {rec.title}. {rec.reason}"]
+    out += ["", "**First week.**", ""]
+    out += [f"{i}. **{s.title}.** {s.detail}" for i, s in enumerate(r.first_week, 1)]
+    mp = r.measurement_plan
+    out += ["", "**Measurement plan.** Log per stage: " + "; ".join(mp.log_per_stage) + ".",
+            f"Compare variants {mp.compare_variants}",
+            f"To catch quality loss or drift, {mp.quality_and_drift}", "",
+            "**Guardrails.**", ""]
+    out += [f"- {g}" for g in r.guardrails]
+    return out
+
+
+def _provenance_line(r: Report) -> str:
+    if r.kind == "advice":
+        return "_Advice from the scenario alone: every figure is an estimate unless marked._"
+    return f"_Measured on {r.hardware}; figures not marked measured are estimates._"
+
+
+def _key_figures(r: Report) -> list[str]:
+    names = {
+        "requests_in_flight_at_peak": "Requests in flight at the peak",
+        "kingman_wait_at_70pct": "Mean queue wait at 70 % utilisation",
+    }
+    rows = [f"- {label}: {figure_text(r.diagnosis.figures[k])}" for k, label in names.items()
+            if k in r.diagnosis.figures]
+    return rows + [""] if rows else []
+
+
+def headline_impact(impact: Impact, inside_slo: bool) -> str:
+    """The one figure the ranking used: cost when the SLO is met, else p95 (p99, p50 after)."""
+    order = ("cost", "p95", "p99") if inside_slo else ("p95", "p99", "p50", "throughput")
+    for key in order:
+        if getattr(impact, key):
+            return figure_text(getattr(impact, key), key)
+    return "not known"
+
+
+def _options_table(options: list[Option], short: bool, inside_slo: bool = False) -> list[str]:
+    if not options:
+        return ["No option in the knowledge base applies to this scenario."]
+    rows = ["| # | Option | Impact | Effort | Risk | How to verify |",
+            "|---|---|---|---|---|---|"]
+    for i, o in enumerate(options, 1):
+        budget = "" if o.within_risk_budget else " (above risk budget)"
+        effort = o.effort.level if short else f"{o.effort.level}: {o.effort.reason}"
+        risk = o.risk.level if short else f"{o.risk.level}: {o.risk.reason}"
+        impact = headline_impact(o.impact, inside_slo) if short else impact_text(o.impact)
+        rows.append(f"| {i} | {_cell(o.title)} | {_cell(impact)} | "
+                    f"{effort} | {_cell(risk)}{budget} | {_cell(o.verify)} |")
+    return rows
+
+
+# ---- details --------------------------------------------------------------------------------
+
+def _details(r: Report) -> list[str]:
+    out = ["## Details", ""]
+    if r.assumptions:
+        out += ["### Assumptions", ""] + [f"- {a}" for a in r.assumptions] + [""]
+    if r.missing_facts:
+        out += ["### What each missing fact would change", ""]
+        out += [f"- **{m.fact}**: {m.would_change}." for m in r.missing_facts] + [""]
+    out += ["### Diagnosis", "", r.diagnosis.queueing_vs_compute + ".", "",
+            r.diagnosis.p50_vs_p99, "", "| Stage | Likelihood | Time | Why |", "|---|---|---|---|"]
+    for it in r.diagnosis.items:
+        time = figure_text(it.time) if it.time else (figure_text(it.share) if it.share else "")
+        out.append(f"| {it.stage} | {it.likelihood} | {_cell(time)} | {_cell(it.reason)} |")
+    out += [""] + [f"- {k.replace('_', ' ')}: {figure_text(f)} - {f.basis}"
+                   for k, f in r.diagnosis.figures.items()]
+    out += ["", "### All options", ""] + _options_table(r.options, short=False) + [""]
+    for o in r.options:
+        out += [f"- **{o.title}** ({o.id}, {o.source}). {o.applicability}. "
+                f"Invalidated by: {o.invalidated_by or 'not stated'}. "
+                f"Source: {'; '.join(o.sources) or _first_basis(o)}."]
+    out += _variants(r) + _policies(r)
+    if r.notes:
+        out += ["", "### Notes", ""] + [f"- {n}" for n in r.notes]
+    return out
+
+
+def _variants(r: Report) -> list[str]:
+    if not r.variants:
+        return []
+    out = ["", "### Variants (measured)", "",
+           "| Variant | p50 | p95 | p99 | Throughput | Quality | Verdict |",
+           "|---|---|---|---|---|---|---|"]
+    for v in r.variants:
+        q = f"{v.quality_metric} {figure_text(v.quality)}" if v.quality else "n/a"
+        out.append(f"| {v.variant_id} | {_pcts(v.latency)} | {figure_text(v.throughput)} | "
+                   f"{q} | {v.quality_verdict} |")
+    return out
+
+
+def _policies(r: Report) -> list[str]:
+    if not r.policies:
+        return []
+    out = ["", "### Serving policies", "",
+           "| Policy | Variant | Settings | p50/p95/p99 at mean | p50/p95/p99 at peak | Goodput | "
+           "Cost per 1k | Meets SLO |", "|---|---|---|---|---|---|---|---|"]
+    for p in r.policies:
+        settings = ", ".join(f"{k}={v}" for k, v in p.settings.items())
+        out.append(f"| {p.policy_id} | {p.variant_id} | {settings} | "
+                   f"{_pcts(p.at_mean).replace(' | ', ' / ')} | "
+                   f"{_pcts(p.at_peak).replace(' | ', ' / ')} | {figure_text(p.goodput)} | "
+                   f"{figure_text(p.cost_per_1k)} | {_yes_no(p.meets_slo)} |")
+    return out
+
+
+def _pcts(p: Percentiles) -> str:
+    return " | ".join(figure_text(getattr(p, k)) for k in ("p50", "p95", "p99"))
+
+
+def _first_basis(o: Option) -> str:
+    for k in IMPACT_ORDER:
+        fig = getattr(o.impact, k)
+        if fig:
+            return fig.basis
+    return "not stated"
+
+
+def _yes_no(value: bool | None) -> str:
+    return {True: "yes", False: "no", None: "unknown"}[value]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
+
+
+def _num(x: float, signed: bool) -> str:
+    text = f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+    if signed and x > 0:
+        text = "+" + text
+    return text.replace("-", "\u2212")
