@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,36 @@ def test_detect_with_fake_roots(tmp_path: Path) -> None:
     assert hw.flags == ["avx2", "avx512_vnni", "avx512f"]
     assert hw.cpu_quota == 1.0 and hw.effective_cores == 1
     assert hw.gpus == []
+
+
+class _NVMLError(Exception):
+    pass
+
+
+def _fake_nvml(devices: list[tuple[bytes, int, tuple[int, int]]], init_fails: bool) -> object:
+    """A stand-in for pynvml: names as bytes (as older bindings return them), memory in bytes."""
+
+    def init() -> None:
+        if init_fails:
+            raise _NVMLError("NVML Shared Library Not Found")
+
+    fake = types.SimpleNamespace(NVMLError=_NVMLError, nvmlInit=init, nvmlShutdown=lambda: None)
+    fake.nvmlSystemGetDriverVersion = lambda: b"550.54"
+    fake.nvmlDeviceGetCount = lambda: len(devices)
+    fake.nvmlDeviceGetHandleByIndex = lambda i: i
+    fake.nvmlDeviceGetName = lambda h: devices[h][0]
+    fake.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=devices[h][1])
+    fake.nvmlDeviceGetCudaComputeCapability = lambda h: devices[h][2]
+    return fake
+
+
+def test_nvml_without_driver_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([], init_fails=True))
+    assert hardware.nvidia_gpus() == []
+
+
+def test_nvml_devices_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_nvml([(b"NVIDIA H200", 141 * 2**30, (9, 0))], init_fails=False)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert hardware.nvidia_gpus() == [
+        GpuInfo(name="NVIDIA H200", memory_gb=141.0, driver="550.54", compute_capability="9.0")]

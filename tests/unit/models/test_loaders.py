@@ -91,6 +91,7 @@ def test_text_adapter_rejects_bad_inputs(bert_dirs: dict[str, Path]) -> None:
             adapter.preprocess(bad)
 
 
+@pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export")
 def test_onnx_file(tmp_path: Path) -> None:
     torch.manual_seed(0)
     module = Tiny().eval()
