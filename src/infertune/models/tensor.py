@@ -101,10 +101,10 @@ class TensorAdapter:
         return [one() for _ in range(n)]
 
     def with_runner(self, runner: Runner, **changes: Any) -> TensorAdapter:
-        info = dataclasses.replace(
-            self.info, runtime=runner.runtime, precision=runner.precision,
-            input_names=list(runner.input_names), **changes,
-        )
+        # explicit changes win over the runner's own fields (e.g. precision="int8-dynamic")
+        fields = {"runtime": runner.runtime, "precision": runner.precision,
+                  "input_names": list(runner.input_names), **changes}
+        info = dataclasses.replace(self.info, **fields)
         return dataclasses.replace(self, info=info, runner=runner)
 
 

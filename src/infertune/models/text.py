@@ -97,10 +97,10 @@ class TextAdapter:
         return [base[i % len(base)] for i in range(n)]
 
     def with_runner(self, runner: Runner, **changes: Any) -> TextAdapter:
-        info = dataclasses.replace(
-            self.info, runtime=runner.runtime, precision=runner.precision,
-            input_names=list(runner.input_names), **changes,
-        )
+        # explicit changes win over the runner's own fields (e.g. precision="int8-dynamic")
+        fields = {"runtime": runner.runtime, "precision": runner.precision,
+                  "input_names": list(runner.input_names), **changes}
+        info = dataclasses.replace(self.info, **fields)
         return dataclasses.replace(self, info=info, runner=runner)
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:

@@ -230,3 +230,14 @@ def test_tensor_adapter_input_errors(tmp_path: Path) -> None:
     for bad in bad_inputs:
         with pytest.raises(IncompatibleInputError):
             adapter.preprocess(bad)
+
+
+def test_with_runner_swaps_runner_and_accepts_info_overrides(tmp_path: Path) -> None:
+    path, _ = _traced(tmp_path)
+    np.save(tmp_path / "tiny.example.npy", np.zeros(4, dtype=np.float32))
+    adapter = load(path)
+    copy = adapter.with_runner(adapter.runner, id="variant-1", precision="int8-dynamic")
+    assert copy.info.id == "variant-1" and copy.info.precision == "int8-dynamic"
+    assert copy.info.runtime == "torch" and adapter.info.id == "tiny"
+    np.testing.assert_array_equal(np.stack(copy.predict([np.ones(4, np.float32)])),
+                                  np.stack(adapter.predict([np.ones(4, np.float32)])))
