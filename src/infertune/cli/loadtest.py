@@ -1,17 +1,173 @@
-"""`infertune loadtest` — not built yet (issue #4)."""
+"""`infertune loadtest TARGET`: send a seeded arrival schedule to an HTTP endpoint or to a model
+run in-process behind a dynamic batcher, open-loop, and summarise the latency measured from each
+request's intended send time. ``--schedule-only`` prints the schedule's statistics and sends
+nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
 
-from infertune.errors import NotBuiltError
+from infertune.errors import ConfigError
+
+STRIP_CHARS = " ▁▂▃▄▅▆▇█"
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "loadtest",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        help="Not built yet (issue #4).",
-    )
-    def _not_built() -> None:
-        raise NotBuiltError("infertune loadtest is not built yet (issue #4)")
+    @app.command("loadtest")
+    def loadtest(
+        target: str = typer.Argument(None, help="http(s) URL, or a model reference (run "
+                                     "in-process behind a batcher), e.g. minilm"),
+        shape: str = typer.Option("poisson", help="constant|poisson|gamma|onoff|ramp|trace"),
+        rate: float = typer.Option(10.0, help="mean requests/s (onoff: base rate; ramp: start)"),
+        duration: str = typer.Option(None, help="how long, e.g. 60s, 2m [default: 30s; a "
+                                     "trace's own length for --shape trace]"),
+        burstiness: float = typer.Option(1.0, help="gamma shape b: 1 Poisson, < 1 burstier"),
+        peak_rate: float = typer.Option(None, help="onoff peak rate; ramp end rate"),
+        burst_s: float = typer.Option(2.0, help="onoff mean burst length, seconds"),
+        gap_s: float = typer.Option(8.0, help="onoff mean gap length, seconds"),
+        trace: Path = typer.Option(None, help="CSV or JSONL of timestamps or gaps"),
+        trace_scale: float = typer.Option(1.0, help="speed a trace up (2 = twice the rate)"),
+        body_file: Path = typer.Option(None, help="JSONL: HTTP POST bodies, or raw model "
+                                       "inputs in-process; used round-robin"),
+        max_in_flight: int = typer.Option(None, help="cap on concurrent requests; requests "
+                                          "over it wait client-side (counted as client lag)"),
+        timeout_s: float = typer.Option(30.0, help="HTTP request timeout, seconds"),
+        max_batch_size: int = typer.Option(8, help="in-process batcher: largest batch"),
+        max_wait_ms: float = typer.Option(2.0, help="in-process batcher: longest wait of the "
+                                          "first queued request"),
+        workers: int = typer.Option(1, help="in-process batcher: model workers"),
+        max_queue: int = typer.Option(256, help="in-process batcher: queue bound (503 beyond)"),
+        json_out: Path = typer.Option(None, "--json", help="write the result as JSON here"),
+        schedule_only: bool = typer.Option(False, help="print the schedule's statistics and "
+                                           "send nothing"),
+        seed: int = typer.Option(0, help="seed of the schedule (and the bootstrap CIs)"),
+    ) -> None:
+        """Open-loop load test at a production traffic shape (latency from intended send)."""
+        from infertune.loadgen.schedules import ScheduleSpec, build_schedule, parse_duration
+
+        seconds = parse_duration(duration) if duration else (None if shape == "trace" else 30.0)
+        spec = ScheduleSpec(shape=shape, rate=rate, duration_s=seconds, seed=seed,
+                            burstiness=burstiness, peak_rate=peak_rate, burst_s=burst_s,
+                            gap_s=gap_s, trace=trace, trace_scale=trace_scale)
+        schedule = build_schedule(spec)
+        if schedule_only:
+            _print_schedule(spec.to_dict(), schedule.stats().to_dict(), json_out)
+            return
+        if not target:
+            raise ConfigError("loadtest needs a TARGET: an http(s) URL or a model reference "
+                              "(or pass --schedule-only)")
+        policy_args = {"max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
+                       "workers": workers, "max_queue": max_queue}
+        built = _target(target, body_file, timeout_s, policy_args)
+        result = _run(schedule, built, max_in_flight, seed)
+        _print_result(result)
+        if json_out is not None:
+            from infertune.cli._common import write_json
+
+            write_json(json_out, {"schema": "infertune.loadtest/v1", "spec": spec.to_dict(),
+                                  "result": result.to_dict()})
+
+
+def _target(ref: str, body_file: Path | None, timeout_s: float,
+            policy_args: dict[str, Any]) -> Any:
+    from infertune.loadgen.targets import HttpTarget, load_bodies
+
+    bodies = load_bodies(body_file) if body_file is not None else None
+    if ref.startswith(("http://", "https://")):
+        return HttpTarget(ref, bodies=bodies, timeout_s=timeout_s)
+    from pydantic import ValidationError
+
+    from infertune import models
+    from infertune.cli._common import quiet_libraries
+    from infertune.config import ServePolicy
+    from infertune.loadgen.inprocess import InProcessTarget
+
+    try:
+        policy = ServePolicy(**policy_args)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"--{str(err['loc'][0]).replace('_', '-')} = {err['input']!r}: "
+                          f"{err['msg']}") from exc
+    quiet_libraries()
+    adapter = models.load(ref)
+    inputs = bodies if bodies is not None else adapter.sample_inputs(64)
+    return InProcessTarget(adapter, policy, inputs)
+
+
+def _run(schedule: Any, target: Any, max_in_flight: int | None, seed: int) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from infertune.loadgen.runner import RunOptions, run_load
+
+    options = RunOptions(max_in_flight=max_in_flight, seed=seed)
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"loadtest {target.name}", total=len(schedule))
+        return run_load(schedule, target, options,
+                        on_progress=lambda done, total: progress.update(task, completed=done))
+
+
+def _print_schedule(spec: dict[str, Any], stats: dict[str, Any], json_out: Path | None) -> None:
+    typer.echo(f"schedule {spec['shape']}: {stats['count']} requests over "
+               f"{stats['duration_s']:g} s")
+    typer.echo(f"  mean rate       {stats['mean_rate']:.2f} req/s")
+    typer.echo(f"  peak 1-s rate   {stats['peak_1s_rate']:.0f} req/s")
+    typer.echo(f"  gap squared CV  {stats['gap_scv']:.3f}  (1 = Poisson; > 1 bursty)")
+    if json_out is not None:
+        from infertune.cli._common import write_json
+
+        write_json(json_out, {"schema": "infertune.schedule/v1", "spec": spec, "stats": stats})
+
+
+def _print_result(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    s = result.schedule
+    console.print(f"[bold]{result.target}[/]: {result.sent} requests, scheduled "
+                  f"{result.target_rate:.1f} req/s, achieved {result.achieved_rate:.1f} req/s, "
+                  f"goodput {result.goodput_rps:.1f} req/s (gap squared CV {s.gap_scv:.2f}, "
+                  f"peak 1-s rate {s.peak_1s_rate:.0f})")
+    if result.latency is not None:
+        table = Table("latency (ms, from intended send)", "value", "95% CI")
+        for key, label in (("p50", "p50"), ("p95", "p95"), ("p99", "p99"), ("p99_9", "p99.9")):
+            est = result.latency.percentiles[key]
+            ci = f"{est.low:.2f} – {est.high:.2f}" if est.low is not None else "n/a"
+            table.add_row(label, f"{est.value:.2f}", ci)
+        console.print(table)
+        console.print(result.latency.tail_note)
+    else:
+        console.print("no request succeeded, so there is no latency to report")
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(result.status_counts.items()))
+    console.print(f"statuses {statuses}; sheds {result.sheds}, errors {result.errors}")
+    lag = result.client_lag_ms
+    console.print(f"client lag p50 {lag['p50']:.3f} ms, p99 {lag['p99']:.3f} ms, max "
+                  f"{lag['max']:.3f} ms; waited for an in-flight slot: {result.waited_for_slot}")
+    if result.server_timing_ms:
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in result.server_timing_ms.items())
+        console.print(f"server timing (mean ms): {parts}")
+    if result.timeline:
+        console.print(latency_strip(result.timeline))
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+
+
+def latency_strip(points: list[Any]) -> str:
+    """Per-second p99 as one row of block characters, scaled to the worst second."""
+    values = [p.p99_ms for p in points]
+    top = max((v for v in values if v is not None), default=0.0)
+    chars = []
+    for v in values:
+        if v is None:
+            chars.append("·")
+        else:
+            level = 0 if top <= 0 else round(v / top * (len(STRIP_CHARS) - 2)) + 1
+            chars.append(STRIP_CHARS[min(level, len(STRIP_CHARS) - 1)])
+    return (f"p99 per second (0 .. {len(points)} s, top {top:.1f} ms; · no successes):\n"
+            f"  {''.join(chars)}")

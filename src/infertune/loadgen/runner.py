@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from infertune.loadgen.result import LAG_WARN_MS, LoadResult, RequestRecord, summarise
 from infertune.loadgen.schedules import Schedule
-from infertune.loadgen.targets import Target
+from infertune.loadgen.targets import Reply, Target
 
 ProgressFn = Callable[[int, int], None]
 
@@ -66,6 +66,8 @@ async def run_schedule(schedule: Schedule, target: Target, options: RunOptions |
             sent = clock() - t0
             try:
                 reply = await target.send(index)
+            except Exception:  # noqa: BLE001 - a target bug is one failed request, not a crash
+                reply = Reply("error")
             finally:
                 if slots is not None:
                     slots.release()

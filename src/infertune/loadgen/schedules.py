@@ -116,7 +116,8 @@ def schedule_stats(offsets: np.ndarray, duration_s: float) -> ScheduleStats:
         scv = 0.0
     # Sliding 1-second window anchored at each arrival: arrivals in [t, t + 1).
     if n:
-        ends = np.searchsorted(offsets, offsets + 1.0, side="left")
+        # 1e-9 s below a full second, so float rounding never lets a window hold 1 s + 1 gap.
+        ends = np.searchsorted(offsets, offsets + (1.0 - 1e-9), side="left")
         peak = float((ends - np.arange(n)).max())
     else:
         peak = 0.0
@@ -259,13 +260,13 @@ def read_trace(path: Path) -> np.ndarray:
     if kind == "gap":
         bad = np.flatnonzero(values < 0)
         if bad.size:
-            raise DataError(f"{path}: gap on row {bad[0] + 1} is negative ({values[bad[0]]}); "
+            raise DataError(f"{path}: gap at entry {bad[0] + 1} is negative ({values[bad[0]]}); "
                             "inter-arrival gaps must be >= 0")
         return np.cumsum(values) - values[0]
     back = np.flatnonzero(np.diff(values) < 0)
     if back.size:
         i = int(back[0])
-        raise DataError(f"{path}: timestamps go backwards at row {i + 2} ({values[i + 1]} after "
+        raise DataError(f"{path}: timestamps go backwards at entry {i + 2} ({values[i + 1]} after "
                         f"{values[i]}); sort the trace by time")
     return values - values[0]
 
