@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 SOURCES = ("measured", "estimate")
-EXEMPT_KEYS = frozenset({"settings"})
+EXEMPT_KEYS = frozenset({"settings", "policy"})  # "policy": Report.serving.policy knobs
 
 
 def provenance_problems(report: dict[str, Any]) -> list[str]:

@@ -246,6 +246,17 @@ class Recommendation(_Model):
     reason: str = ""
 
 
+class Serving(_Model):
+    """The serving policy optimize chose, in the form serve/ loads (``policy`` is a ServePolicy
+    dict: configuration we chose, exempt from the provenance rule like ``settings``).
+    Added by the optimize stage (issue 7): serve reads report["serving"]["policy"]."""
+
+    variant_id: str | None = None
+    policy_id: str | None = None
+    policy: dict[str, float | int | str | bool | None] = Field(default_factory=dict)
+    why: str = ""
+
+
 class Report(_Model):
     schema_: str = Field(default=SCHEMA, alias="schema")
     kind: Literal["advice", "run"] = "advice"
@@ -263,6 +274,7 @@ class Report(_Model):
     policies: list[PolicyRow] = Field(default_factory=list)
     plots: PlotData = Field(default_factory=PlotData)
     recommendation: Recommendation | None = None
+    serving: Serving | None = None
     notes: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
