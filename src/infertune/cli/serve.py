@@ -1,17 +1,109 @@
-"""`infertune serve` — not built yet (issue #9)."""
+"""`infertune serve MODEL_OR_VARIANT_OR_RUN` — serve a model over HTTP with dynamic batching,
+a bounded priority queue, a layered cache and Prometheus metrics.
+
+Policy precedence (later wins): ServePolicy defaults < a run's report.json ``serving.policy``
+< ``--config serve.yaml`` < command-line flags.
+
+Given a run directory (a folder with report.json), it serves the recommended variant. Keys
+read from report.json:
+  report["recommendation"]["variant_id"]   folder name under <run>/variants/
+  report["serving"]["policy"]              a ServePolicy dict (optional)
+"""
 
 from __future__ import annotations
 
-import typer
+import json
+from pathlib import Path
+from typing import Annotated, Any
 
-from infertune.errors import NotBuiltError
+import typer
+import yaml
+from pydantic import ValidationError
+
+from infertune.config import ServePolicy
+from infertune.errors import ConfigError
+
+
+def resolve_target(ref: str) -> tuple[str, dict[str, Any]]:
+    """(model reference, policy dict from a run's report) for a model, variant or run folder."""
+    path = Path(ref)
+    report_path = path / "report.json"
+    if not (path.is_dir() and report_path.is_file()):
+        return ref, {}
+    try:
+        report = json.loads(report_path.read_text())
+        variant_id = report["recommendation"]["variant_id"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{report_path}: no recommendation.variant_id; serve a variant folder "
+                          f"directly (infertune serve {path}/variants/<id>)") from exc
+    variant = path / "variants" / str(variant_id)
+    if not variant.is_dir():
+        raise ConfigError(f"{report_path} recommends variant {variant_id!r} but {variant} does "
+                          "not exist; rerun infertune optimize or serve another variant")
+    serving = report.get("serving") or {}
+    policy = serving.get("policy") if isinstance(serving, dict) else None
+    if policy is not None and not isinstance(policy, dict):
+        raise ConfigError(f"{report_path}: serving.policy must be a mapping of ServePolicy fields")
+    return str(variant), dict(policy or {})
+
+
+def build_policy(report_policy: dict[str, Any], config: Path | None,
+                 overrides: dict[str, Any]) -> ServePolicy:
+    """Merge the layers (see the module docstring) into one validated ServePolicy."""
+    merged = dict(report_policy)
+    if config is not None:
+        if not config.is_file():
+            raise ConfigError(f"serve config {config} not found; pass a YAML file of "
+                              "ServePolicy fields")
+        try:
+            data = yaml.safe_load(config.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{config}: not valid YAML; check the indentation") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{config}: the top level must be a mapping of ServePolicy fields")
+        merged.update(data)
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return ServePolicy.model_validate(merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown serving policy field {field!r}; see ServePolicy in "
+                              "infertune/config.py") from exc
+        raise ConfigError(f"serving policy {field} = {err.get('input')!r}: "
+                          f"{err['msg']}") from exc
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "serve",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        help="Not built yet (issue #9).",
-    )
-    def _not_built() -> None:
-        raise NotBuiltError("infertune serve is not built yet (issue #9)")
+    @app.command("serve", help="Serve a model, variant folder or run's recommended variant "
+                 "over HTTP (batching, priority queue, cache, metrics).")
+    def serve(
+        model: Annotated[str, typer.Argument(help="minilm, a model path, a variant folder, or "
+                                             "a run folder with report.json")],
+        config: Annotated[Path | None, typer.Option("--config", help="serve.yaml")] = None,
+        host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
+        max_batch_size: Annotated[int | None, typer.Option("--max-batch-size")] = None,
+        max_wait_ms: Annotated[float | None, typer.Option("--max-wait-ms")] = None,
+        max_queue: Annotated[int | None, typer.Option("--max-queue")] = None,
+        redis_url: Annotated[str | None, typer.Option("--redis-url")] = None,
+        fast_model: Annotated[str | None, typer.Option(
+            "--fast-model", help="cascade: a fast model answering confident inputs")] = None,
+    ) -> None:
+        from infertune.cli._common import quiet_libraries
+        from infertune.models import load
+        from infertune.serve import create_app, run_server
+
+        model_ref, report_policy = resolve_target(model)
+        policy = build_policy(report_policy, config, {
+            "max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
+            "max_queue": max_queue, "redis_url": redis_url})
+        quiet_libraries()
+        adapter = load(model_ref)
+        fast = load(fast_model) if fast_model else None
+        app_ = create_app(adapter, policy, fast_adapter=fast)
+        typer.echo(f"serving {adapter.info.id} ({adapter.info.version}) on http://{host}:{port} "
+                   f"— batch<={policy.max_batch_size}, wait<={policy.max_wait_ms} ms, "
+                   f"queue<={policy.max_queue}; /readyz turns 200 after warm-up", err=True)
+        run_server(app_, host=host, port=port)

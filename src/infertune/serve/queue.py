@@ -22,14 +22,14 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 Priority = Literal["high", "normal", "low"]
 PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
 
 
-class ShedReason(str, Enum):
+class ShedReason(StrEnum):
     QUEUE_FULL = "queue_full"
     DISPLACED = "displaced"
     DEADLINE = "deadline"

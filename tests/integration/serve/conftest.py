@@ -108,3 +108,9 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         pytest.skip(message)
     yield server
     server.stop()
+
+
+def metric(app, name: str, **labels: str) -> float:
+    """A sample's current value from the app's own registry (0 when never observed)."""
+    value = app.state.metrics.registry.get_sample_value(name, labels or None)
+    return 0.0 if value is None else value
