@@ -47,11 +47,11 @@ def diagnose(sc: Scenario, hw: HardwareProfile, pattern: str) -> Diagnosis:
             reason="scale-from-zero loads the model on the request path, which lands in p99"))
     compute = ("compute (the forward pass) sets p50" if sc.current.p50_ms else
                "compute sets the floor of every request")
-    queueing = (f"queueing likely dominates p95 and p99 under {pattern} traffic, while {compute}"
+    queueing = (f"Queueing likely dominates p95 and p99 under {pattern} traffic, while {compute}"
                 if queue_dominant else
-                f"compute likely dominates; {compute} and queueing matters mainly near the peak")
+                f"Compute likely dominates; {compute} and queueing matters mainly near the peak")
     p50_vs_p99 = _p50_vs_p99(sc)
-    summary = f"{queueing[0].upper()}{queueing[1:]}. {p50_vs_p99}".strip()
+    summary = f"{queueing}. {p50_vs_p99}".strip()
     return Diagnosis(summary=summary, items=items, figures=figures,
                      queueing_vs_compute=queueing, p50_vs_p99=p50_vs_p99)
 

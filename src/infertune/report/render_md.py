@@ -132,10 +132,7 @@ def _details(r: Report) -> list[str]:
         out += ["### What each missing fact would change", ""]
         out += [f"- **{m.fact}**: {m.would_change}." for m in r.missing_facts] + [""]
     out += ["### Diagnosis", "", r.diagnosis.queueing_vs_compute + ".", "",
-            r.diagnosis.p50_vs_p99, "", "| Stage | Likelihood | Time | Why |", "|---|---|---|---|"]
-    for it in r.diagnosis.items:
-        time = figure_text(it.time) if it.time else (figure_text(it.share) if it.share else "")
-        out.append(f"| {it.stage} | {it.likelihood} | {_cell(time)} | {_cell(it.reason)} |")
+            r.diagnosis.p50_vs_p99, ""] + _diagnosis_table(r)
     out += [""] + [f"- {k.replace('_', ' ')}: {figure_text(f)} - {f.basis}"
                    for k, f in r.diagnosis.figures.items()]
     out += ["", "### All options", ""] + _options_table(r.options, short=False) + [""]
@@ -147,6 +144,16 @@ def _details(r: Report) -> list[str]:
     if r.notes:
         out += ["", "### Notes", ""] + [f"- {n}" for n in r.notes]
     return out
+
+
+def _diagnosis_table(r: Report) -> list[str]:
+    timed = any(it.time or it.share for it in r.diagnosis.items)
+    rows = ["| Stage | Likelihood | " + ("Time | " if timed else "") + "Why |",
+            "|---|---|" + ("---|" if timed else "") + "---|"]
+    for it in r.diagnosis.items:
+        time = figure_text(it.time or it.share) + " | " if timed else ""
+        rows.append(f"| {it.stage} | {it.likelihood} | {_cell(time)}{_cell(it.reason)} |")
+    return rows
 
 
 def _variants(r: Report) -> list[str]:
