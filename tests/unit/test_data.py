@@ -140,3 +140,11 @@ def test_bundled_minilm_set_reads() -> None:
         pytest.fail(f"{BUNDLED_MINILM} is missing; the minilm held-out set must ship")
     data = default_heldout()
     assert len(data) >= 500 and all(isinstance(x, str) and x.strip() for x in data.inputs)
+
+
+def test_json_array_file(tmp_path: Path) -> None:
+    data = read_heldout(_file(tmp_path, "d.json", '[{"input": "a", "label": 1},\n {"input": "b",'
+                                                  ' "label": 0}]'))
+    assert data.inputs == ["a", "b"] and data.labels == [1, 0]
+    assert "row 2 must be an object" in _error(_file(tmp_path, "e.json", '[{"input": "a"}, 3]'))
+    assert "not valid JSON at line 2" in _error(_file(tmp_path, "f.json", '[{"input": "a"},\n'))

@@ -1,6 +1,7 @@
 """Held-out data: the user's examples (JSON Lines, CSV, .npz) and the bundled set for minilm.
 
     {"input": "some text", "label": 3}        one JSON object per line; label optional
+    [{"input": ...}, ...]                      .json may also hold one array of such objects
     input,label                                CSV with named columns (--input-column)
     inputs=<array>, labels=<array>             .npz; first axis is the example axis
 
@@ -58,16 +59,15 @@ def default_heldout() -> HeldOut:
 
 
 def _read_jsonl(path: Path, input_column: str, label_column: str) -> HeldOut:
+    text = _text(path)
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        records = _json_array(text, path)
+    else:
+        records = _json_lines(text, path)
     inputs: list[Any] = []
     labels: list[Any] = []
-    rows: list[int] = []  # each example's line in the file, so errors name the real row
-    for lineno, line in enumerate(_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: row {lineno} is not valid JSON ({exc.msg})") from exc
+    rows: list[int] = []  # each example's row in the file, so errors name the real row
+    for lineno, row in records:
         if not isinstance(row, dict) or input_column not in row:
             raise DataError(
                 f"{path}: row {lineno} must be an object with an {input_column!r} key"
@@ -77,6 +77,27 @@ def _read_jsonl(path: Path, input_column: str, label_column: str) -> HeldOut:
         rows.append(lineno)
     return HeldOut(_checked_inputs(inputs, rows, path), _labels_or_none(labels, rows, path),
                    str(path))
+
+
+def _json_lines(text: str, path: Path) -> list[tuple[int, Any]]:
+    records = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: row {lineno} is not valid JSON ({exc.msg})") from exc
+    return records
+
+
+def _json_array(text: str, path: Path) -> list[tuple[int, Any]]:
+    """A .json file holding one array of objects; rows are counted from 1 in the array."""
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON at line {exc.lineno} ({exc.msg})") from exc
+    return list(enumerate(items, start=1))
 
 
 def _read_csv(path: Path, input_column: str, label_column: str) -> HeldOut:
