@@ -227,7 +227,9 @@ def load_scenario(path: str | Path) -> Scenario:
     if not path.is_file():
         raise ConfigError(f"scenario file {path} not found; pass the path of a YAML file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -248,10 +250,13 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def _check_ordered(p50: float | None, p95: float | None, p99: float | None) -> None:
-    named = [(n, v) for n, v in (("p50_ms", p50), ("p95_ms", p95), ("p99_ms", p99)) if v is not None]
+    pairs = (("p50_ms", p50), ("p95_ms", p95), ("p99_ms", p99))
+    named = [(n, v) for n, v in pairs if v is not None]
     for (lo_name, lo), (hi_name, hi) in zip(named, named[1:], strict=False):
         if hi < lo:
-            raise ValueError(f"{hi_name} ({hi}) is below {lo_name} ({lo}); percentiles must not decrease")
+            raise ValueError(
+                f"{hi_name} ({hi}) is below {lo_name} ({lo}); percentiles must not decrease"
+            )
 
 
 def _one_line(exc: ValidationError, source: str) -> str:
@@ -260,7 +265,8 @@ def _one_line(exc: ValidationError, source: str) -> str:
     field = ".".join(str(p) for p in err["loc"]) or "(top level)"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        return f"{source}: unknown field {field!r}; check the spelling against the documented fields"
+        return (f"{source}: unknown field {field!r}; "
+                "check the spelling against the documented fields")
     if err["type"] == "literal_error":
         allowed = err.get("ctx", {}).get("expected", "")
         return f"{source}: {field} = {err.get('input')!r} is not allowed; use one of {allowed}"

@@ -119,3 +119,9 @@ def test_serve_policy_bounds() -> None:
     assert ServePolicy().max_batch_size == 8
     with pytest.raises(ValueError):
         ServePolicy(max_batch_size=0)
+
+
+def test_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"model: {name: caf\xe9}\n")
+    assert "not UTF-8" in _error(path)
