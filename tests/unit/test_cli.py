@@ -84,6 +84,10 @@ def test_not_built_exits_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         def later() -> None:
             raise NotBuiltError("infertune later is not built yet (issue #99)")
 
+        @app.command()
+        def other() -> None:  # two commands, so typer keeps the subcommand names
+            pass
+
         assert main(["later"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not built yet" in err[0]
