@@ -171,7 +171,9 @@ def _ranked_options(entries: list[KnowledgeEntry], ctx: Context, inside: bool | 
     objective = "cost" if inside else "p95"
 
     def impact(o: Option) -> float:
-        fig = getattr(o.impact, objective) or o.impact.p99 or o.impact.p50
+        # inside the SLO only cost counts; otherwise p95, then the other latency figures
+        fig = o.impact.cost if objective == "cost" else (
+            o.impact.p95 or o.impact.p99 or o.impact.p50)
         return -fig.mid if fig else 0.0
 
     ranked = rank(options, impact=impact, effort=lambda o: o.effort.level,

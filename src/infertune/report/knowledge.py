@@ -253,7 +253,8 @@ class HardwareCatalogue:
             if word in lowered:
                 caps.update(flag_caps)
         for entry in self.cpus:
-            if all(re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", lowered)
+            # left word boundary only: "graviton" matches "Graviton3", "arm" matches "armv8"
+            if all(re.search(rf"(?<![a-z0-9]){re.escape(w)}", lowered)
                    for w in entry["match"]):
                 caps.update(entry["caps"])
                 return entry["name"]
