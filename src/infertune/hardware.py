@@ -85,8 +85,17 @@ class HardwareInfo:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"hardware: unknown field(s) {unknown}; allowed: {sorted(known)}")
-        data["gpus"] = [GpuInfo.from_dict(g) for g in data.get("gpus", [])]
-        return cls(**data)
+        for name, kind in (("flags", list), ("gpus", list), ("libraries", dict)):
+            if not isinstance(data.get(name, kind()), kind):
+                raise ConfigError(f"hardware: {name} must be a {kind.__name__}, "
+                                  f"got {type(data[name]).__name__}")
+        try:
+            data["gpus"] = [GpuInfo.from_dict(g) for g in data.get("gpus", [])]
+            return cls(**data)
+        except TypeError as exc:  # a missing required field or a bad GPU entry
+            raise ConfigError(
+                f"hardware: {exc}; see `infertune doctor --json` for the schema"
+            ) from exc
 
 
 @dataclass

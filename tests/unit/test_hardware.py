@@ -115,6 +115,12 @@ def test_from_dict_rejects_other_schema_and_unknown_fields() -> None:
                                 "logical_cores": 1})
     with pytest.raises(ConfigError, match="flag"):
         HardwareInfo.from_dict({"cpu_model": "x", "logical_cores": 1, "flag": ["avx2"]})
+    with pytest.raises(ConfigError, match="flags must be a list"):
+        HardwareInfo.from_dict({"cpu_model": "x", "logical_cores": 1, "flags": "avx512_bf16"})
+    with pytest.raises(ConfigError, match="logical_cores"):
+        HardwareInfo.from_dict({"cpu_model": "x"})
+    with pytest.raises(ConfigError):
+        HardwareInfo.from_dict({"cpu_model": "x", "logical_cores": 1, "gpus": [{"name": "T4"}]})
 
 
 def test_cpu_flags_and_model_from_cpuinfo_text() -> None:
