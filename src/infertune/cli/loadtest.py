@@ -6,7 +6,7 @@ nothing."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -18,32 +18,44 @@ STRIP_CHARS = " ▁▂▃▄▅▆▇█"
 def register(app: typer.Typer) -> None:
     @app.command("loadtest")
     def loadtest(
-        target: str = typer.Argument(None, help="http(s) URL, or a model reference (run "
-                                     "in-process behind a batcher), e.g. minilm"),
-        shape: str = typer.Option("poisson", help="constant|poisson|gamma|onoff|ramp|trace"),
-        rate: float = typer.Option(10.0, help="mean requests/s (onoff: base rate; ramp: start)"),
-        duration: str = typer.Option(None, help="how long, e.g. 60s, 2m [default: 30s; a "
-                                     "trace's own length for --shape trace]"),
-        burstiness: float = typer.Option(1.0, help="gamma shape b: 1 Poisson, < 1 burstier"),
-        peak_rate: float = typer.Option(None, help="onoff peak rate; ramp end rate"),
-        burst_s: float = typer.Option(2.0, help="onoff mean burst length, seconds"),
-        gap_s: float = typer.Option(8.0, help="onoff mean gap length, seconds"),
-        trace: Path = typer.Option(None, help="CSV or JSONL of timestamps or gaps"),
-        trace_scale: float = typer.Option(1.0, help="speed a trace up (2 = twice the rate)"),
-        body_file: Path = typer.Option(None, help="JSONL: HTTP POST bodies, or raw model "
-                                       "inputs in-process; used round-robin"),
-        max_in_flight: int = typer.Option(None, help="cap on concurrent requests; requests "
-                                          "over it wait client-side (counted as client lag)"),
-        timeout_s: float = typer.Option(30.0, help="HTTP request timeout, seconds"),
-        max_batch_size: int = typer.Option(8, help="in-process batcher: largest batch"),
-        max_wait_ms: float = typer.Option(2.0, help="in-process batcher: longest wait of the "
-                                          "first queued request"),
-        workers: int = typer.Option(1, help="in-process batcher: model workers"),
-        max_queue: int = typer.Option(256, help="in-process batcher: queue bound (503 beyond)"),
-        json_out: Path = typer.Option(None, "--json", help="write the result as JSON here"),
-        schedule_only: bool = typer.Option(False, help="print the schedule's statistics and "
-                                           "send nothing"),
-        seed: int = typer.Option(0, help="seed of the schedule (and the bootstrap CIs)"),
+        target: Annotated[str | None, typer.Argument(
+            help="http(s) URL, or a model reference (run in-process behind a batcher), "
+                 "e.g. minilm")] = None,
+        shape: Annotated[str, typer.Option(
+            help="constant|poisson|gamma|onoff|ramp|trace")] = "poisson",
+        rate: Annotated[float, typer.Option(
+            help="mean requests/s (onoff: base rate; ramp: start)")] = 10.0,
+        duration: Annotated[str | None, typer.Option(
+            help="how long, e.g. 60s, 2m [default: 30s; a trace's own length for "
+                 "--shape trace]")] = None,
+        burstiness: Annotated[float, typer.Option(
+            help="gamma shape b: 1 Poisson, < 1 burstier")] = 1.0,
+        peak_rate: Annotated[float | None, typer.Option(
+            help="onoff peak rate; ramp end rate")] = None,
+        burst_s: Annotated[float, typer.Option(help="onoff mean burst length, seconds")] = 2.0,
+        gap_s: Annotated[float, typer.Option(help="onoff mean gap length, seconds")] = 8.0,
+        trace: Annotated[Path | None, typer.Option(
+            help="CSV or JSONL of timestamps or gaps")] = None,
+        trace_scale: Annotated[float, typer.Option(
+            help="speed a trace up (2 = twice the rate)")] = 1.0,
+        body_file: Annotated[Path | None, typer.Option(
+            help="JSONL: HTTP POST bodies, or raw model inputs in-process; used "
+                 "round-robin")] = None,
+        max_in_flight: Annotated[int | None, typer.Option(
+            help="cap on concurrent requests; requests over it wait client-side "
+                 "(counted as client lag)")] = None,
+        timeout_s: Annotated[float, typer.Option(help="HTTP request timeout, seconds")] = 30.0,
+        max_batch_size: Annotated[int, typer.Option(help="in-process batcher: largest batch")] = 8,
+        max_wait_ms: Annotated[float, typer.Option(
+            help="in-process batcher: longest wait of the first queued request")] = 2.0,
+        workers: Annotated[int, typer.Option(help="in-process batcher: model workers")] = 1,
+        max_queue: Annotated[int, typer.Option(
+            help="in-process batcher: queue bound (503 beyond)")] = 256,
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="write the result as JSON here")] = None,
+        schedule_only: Annotated[bool, typer.Option(
+            help="print the schedule's statistics and send nothing")] = False,
+        seed: Annotated[int, typer.Option(help="seed of the schedule (and the bootstrap CIs)")] = 0,
     ) -> None:
         """Open-loop load test at a production traffic shape (latency from intended send)."""
         from infertune.loadgen.schedules import ScheduleSpec, build_schedule, parse_duration
@@ -171,3 +183,4 @@ def latency_strip(points: list[Any]) -> str:
             chars.append(STRIP_CHARS[min(level, len(STRIP_CHARS) - 1)])
     return (f"p99 per second (0 .. {len(points)} s, top {top:.1f} ms; · no successes):\n"
             f"  {''.join(chars)}")
+

@@ -92,7 +92,8 @@ class HttpTarget:
         try:
             async with self._session.request(self.method, self.url, **kwargs) as resp:
                 await resp.read()
-                return Reply(str(resp.status), parse_server_timing(resp.headers.get("Server-Timing")))
+                timing = parse_server_timing(resp.headers.get("Server-Timing"))
+                return Reply(str(resp.status), timing)
         except TimeoutError:
             return Reply("timeout")
         except aiohttp.ClientConnectionError:

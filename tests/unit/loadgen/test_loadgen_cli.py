@@ -1,0 +1,83 @@
+"""`infertune loadtest`: schedule-only statistics, bad input (exit 1, one line), and an
+in-process run of a tiny TorchScript model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infertune.cli import main
+from infertune.cli.loadtest import latency_strip
+from infertune.loadgen.result import TimelinePoint
+
+
+def test_schedule_only_prints_statistics(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "s.json"
+    rc = main(["loadtest", "--shape", "constant", "--rate", "20", "--duration", "2m",
+               "--schedule-only", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "2400 requests over 120 s" in text and "20.00 req/s" in text
+    data = json.loads(out.read_text())
+    assert data["stats"]["count"] == 2400 and data["stats"]["peak_1s_rate"] == 20
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--shape", "zigzag"], "unknown traffic shape 'zigzag'"),
+    (["--rate", "0"], "rate must be > 0"),
+    (["--rate", "-5"], "rate must be > 0"),
+    (["--duration", "soon"], "duration 'soon' is not understood"),
+    (["--shape", "gamma", "--burstiness", "0"], "burstiness must be > 0"),
+])
+def test_bad_input_is_one_line_exit_1(args: list[str], expected: str,
+                                      capsys: pytest.CaptureFixture) -> None:
+    rc = main(["loadtest", "--schedule-only", *args])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert expected in err and err.count("\n") == 1
+
+
+def test_non_monotonic_trace_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0}\n{"timestamp": 2}\n{"timestamp": 1}\n')
+    rc = main(["loadtest", "--shape", "trace", "--trace", str(trace), "--schedule-only"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "timestamps go backwards" in err and err.count("\n") == 1
+
+
+def test_target_required_unless_schedule_only(capsys: pytest.CaptureFixture) -> None:
+    assert main(["loadtest", "--rate", "5", "--duration", "1s"]) == 1
+    assert "needs a TARGET" in capsys.readouterr().err
+
+
+def test_in_process_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    path = tmp_path / "tiny.pt"
+    torch.jit.trace(module.eval(), torch.zeros(1, 16)).save(str(path))
+    np.save(tmp_path / "tiny.example.npy", np.zeros(16, dtype=np.float32))
+    out = tmp_path / "r.json"
+    rc = main(["loadtest", str(path), "--shape", "constant", "--rate", "40", "--duration",
+               "1s", "--max-batch-size", "4", "--max-wait-ms", "5", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "p99.9" in text and "statuses 200: 40" in text
+    result = json.loads(out.read_text())["result"]
+    assert result["sent"] == result["ok"] == 40
+    assert set(result["server_timing_ms"]) == {"queue", "inference"}
+
+
+def test_bad_policy_for_in_process(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = main(["loadtest", "no-such-model-dir", "--duration", "1s", "--max-batch-size", "0"])
+    assert rc == 1 and "--max-batch-size" in capsys.readouterr().err
+
+
+def test_latency_strip_scales_to_worst_second() -> None:
+    points = [TimelinePoint(0, 5, 1.0, 10.0), TimelinePoint(1, 0, None, None),
+              TimelinePoint(2, 5, 1.0, 80.0)]
+    strip = latency_strip(points).splitlines()[1].strip()
+    assert strip == "▂·█"
