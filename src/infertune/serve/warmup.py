@@ -20,7 +20,7 @@ def warmup_batches(adapter: Adapter, max_batch_size: int) -> list[list[Any]]:
         return [adapter.sample_inputs(n) for n in sizes]
     limit = adapter.info.max_length or 128
     pre = getattr(adapter, "pre", None)
-    buckets = [b for b in getattr(pre, "buckets", (16, 64, limit)) if b <= limit] or [limit]
+    buckets = sorted({b for b in getattr(pre, "buckets", (16, 64, limit)) if b <= limit}) or [limit]
     base = adapter.sample_inputs(1)[0]
     batches = []
     for tokens in buckets:

@@ -1,0 +1,59 @@
+"""`infertune serve` argument handling: run folders, policy layering, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infertune.cli import main
+from infertune.cli.serve import build_policy, resolve_target
+from infertune.errors import ConfigError
+
+
+def _run_folder(tmp_path: Path, report: dict) -> Path:
+    run = tmp_path / "runs" / "demo"
+    (run / "variants" / "onnx-int8").mkdir(parents=True)
+    (run / "report.json").write_text(json.dumps(report))
+    return run
+
+
+def test_run_folder_serves_the_recommended_variant_with_its_policy(tmp_path: Path) -> None:
+    run = _run_folder(tmp_path, {
+        "recommendation": {"variant_id": "onnx-int8"},
+        "serving": {"policy": {"max_batch_size": 16, "max_wait_ms": 4.0}},
+    })
+    ref, policy = resolve_target(str(run))
+    assert ref == str(run / "variants" / "onnx-int8")
+    assert policy == {"max_batch_size": 16, "max_wait_ms": 4.0}
+    assert resolve_target("minilm") == ("minilm", {})
+
+
+def test_run_folder_errors_name_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="recommendation.variant_id"):
+        resolve_target(str(_run_folder(tmp_path / "a", {"serving": {}})))
+    with pytest.raises(ConfigError, match="does not exist"):
+        resolve_target(str(_run_folder(tmp_path / "b", {"recommendation": {"variant_id": "x"}})))
+
+
+def test_policy_layers_report_then_file_then_flags(tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("max_batch_size: 32\nmax_queue: 64\ncache_size: 10\n")
+    policy = build_policy({"max_batch_size": 16, "max_wait_ms": 4.0}, config,
+                          {"max_queue": 8, "max_wait_ms": None})
+    assert (policy.max_batch_size, policy.max_wait_ms, policy.max_queue, policy.cache_size) == (
+        32, 4.0, 8, 10)
+    config.write_text("max_batch: 3\n")
+    with pytest.raises(ConfigError, match="unknown serving policy field 'max_batch'"):
+        build_policy({}, config, {})
+    with pytest.raises(ConfigError, match="max_batch_size = 0"):
+        build_policy({}, None, {"max_batch_size": 0})
+    with pytest.raises(ConfigError, match="not found"):
+        build_policy({}, tmp_path / "missing.yaml", {})
+
+
+def test_cli_reports_a_missing_model_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "no/such/model", "--port", "0"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: model 'no/such/model' not found") and "\n" not in err

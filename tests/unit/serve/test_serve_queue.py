@@ -1,0 +1,120 @@
+"""RequestQueue and Batcher on an event loop, with fake adapters; no HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from infertune.serve.batcher import Batcher, BatchFailed, BatchOutcome, text_bucket
+from infertune.serve.metrics import ServeMetrics
+from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
+from infertune.serve.testing import GatedAdapter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _item(text: str, priority: str = "normal", deadline: float | None = None,
+          clock: Clock | None = None, bucket: int = 0) -> WorkItem:
+    return WorkItem([text], priority, deadline, bucket, enqueued_at=clock() if clock else 0.0,
+                    future=asyncio.get_running_loop().create_future())
+
+
+def test_priority_order_and_displacement() -> None:
+    async def scenario() -> None:
+        shed: list[ShedReason] = []
+        queue = RequestQueue(3, clock=Clock(), service_estimate=lambda: 0.5,
+                             on_shed=shed.append)
+        low_a, low_b, normal = _item("la", "low"), _item("lb", "low"), _item("n")
+        for item in (low_a, low_b, normal):
+            queue.put(item)
+        with pytest.raises(Rejected) as refused:
+            queue.put(_item("lc", "low"))
+        assert (refused.value.status, refused.value.reason) == (429, ShedReason.QUEUE_FULL)
+        assert refused.value.retry_after_s == 2.0  # ceil(3 queued x 0.5 s)
+        high = _item("h", "high")
+        queue.put(high)  # displaces the newest low
+        assert low_b.future.done() and isinstance(low_b.future.exception(), Rejected)
+        assert [queue.take_first() for _ in range(3)] == [high, normal, low_a]
+        assert queue.take_first() is None
+        assert shed == [ShedReason.QUEUE_FULL, ShedReason.DISPLACED]
+
+    asyncio.run(scenario())
+
+
+def test_deadline_timer_sheds_while_queued_and_hopeless_requests_are_refused() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        queue = RequestQueue(10, clock=clock, service_estimate=lambda: 0.010)
+        with pytest.raises(Rejected) as hopeless:  # 5 ms left, 10 ms of service expected
+            queue.put(_item("a", deadline=clock() + 0.005, clock=clock))
+        assert hopeless.value.status == 503
+        timed = _item("b", deadline=clock() + 0.030, clock=clock)
+        queue.put(timed)
+        with pytest.raises(Rejected, match="deadline cannot be met"):
+            await asyncio.wait_for(timed.future, 5)  # its own timer fires, no batch needed
+        assert len(queue) == 0
+        kept = _item("c", deadline=clock() + 60, clock=clock)
+        queue.put(kept)
+        assert queue.take_first() is kept and kept.timer is None  # taken: timer cancelled
+
+    asyncio.run(scenario())
+
+
+def test_take_matching_groups_by_bucket_and_capacity() -> None:
+    async def scenario() -> None:
+        queue = RequestQueue(10, clock=Clock(), service_estimate=lambda: 0.0)
+        items = [_item(f"t{i}", bucket=i % 2) for i in range(6)]
+        for item in items:
+            queue.put(item)
+        assert queue.take_matching(2, bucket=1) == [items[1], items[3]]
+        assert queue.take_matching(10, bucket=None) == [items[0], items[2], items[4], items[5]]
+
+    asyncio.run(scenario())
+
+
+def test_text_bucket_is_log2_of_approximate_tokens() -> None:
+    assert [text_bucket(["a" * n]) for n in (0, 7, 8, 16, 64, 1000)] == [0, 0, 1, 2, 4, 8]
+
+
+def test_batcher_batches_and_isolates_a_failing_batch() -> None:
+    async def scenario() -> None:
+        adapter = GatedAdapter()
+        metrics = ServeMetrics()
+        queue = RequestQueue(16, clock=Clock(), service_estimate=lambda: 0.0)
+        batcher = Batcher(adapter, queue, max_batch_size=3, max_wait_s=0.0, workers=1,
+                          clock=Clock(), metrics=metrics)
+        items = [_item(t) for t in ("a", "b", "FAIL", "c", "d")]
+        for item in items:
+            queue.put(item)
+        queue.close()
+        await asyncio.wait_for(batcher.run(), 10)
+        assert adapter.seen == [["a", "b", "FAIL"], ["c", "d"]]
+        for item in items[:3]:
+            assert isinstance(item.future.exception(), BatchFailed)
+        for item in items[3:]:
+            outcome = item.future.result()
+            assert isinstance(outcome, BatchOutcome) and outcome.batch_size == 2
+            assert set(outcome.timings) == {"queue", "preprocess", "inference", "postprocess"}
+        assert metrics.registry.get_sample_value("infertune_batch_size_count") == 2
+        assert metrics.registry.get_sample_value("infertune_batch_size_sum") == 5
+
+    asyncio.run(scenario())
+
+
+def test_closed_queue_refuses_with_503() -> None:
+    async def scenario() -> None:
+        queue = RequestQueue(4, clock=Clock(), service_estimate=lambda: 0.0)
+        queue.close()
+        with pytest.raises(Rejected) as refused:
+            queue.put(_item("late"))
+        assert (refused.value.status, refused.value.reason) == (503, ShedReason.SHUTTING_DOWN)
+        assert await queue.wait_nonempty() is False
+
+    asyncio.run(scenario())
