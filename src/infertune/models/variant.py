@@ -1,0 +1,299 @@
+"""A variant folder: model file(s) + ``manifest.json`` (schema "infertune.variant/v1").
+
+The manifest is the whole recipe for running the variant without the run that made it::
+
+    variants/<id>/
+      manifest.json     runtime, precision, passes, inputs, threads, preprocessing, hashes
+      model.onnx        onnxruntime variants: the graph (fused / quantized as the passes say)
+      hf/               torch variants: config.json + model.safetensors (no pickles); the
+                        recipe (autocast, compile, int8) is re-applied at load
+      tokenizer/        text models: the tokenizer, copied in so the folder is self-contained
+
+``read_manifest`` verifies the SHA-256 of every listed file and of the manifest itself, so a
+hand-edited or corrupt variant is refused with ModelLoadError. This module only reads variants
+(models/ sits above optimize/); optimize/variant.py writes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from infertune.errors import ModelLoadError
+from infertune.models.base import Adapter, ModelInfo
+from infertune.models.text import TextAdapter, TextPreprocess
+
+SCHEMA = "infertune.variant/v1"
+MANIFEST = "manifest.json"
+GraphLevel = Literal["disabled", "basic", "extended", "all"]
+
+
+@dataclass
+class PassRecord:
+    name: str
+    settings: dict[str, Any] = field(default_factory=dict)  # JSON values, as the pass ran
+
+
+@dataclass
+class InputSpec:
+    name: str
+    dtype: str
+    dynamic_axes: dict[str, str] = field(default_factory=dict)  # axis index -> name
+
+
+@dataclass
+class ThreadSettings:
+    """onnxruntime session settings; 0 threads means "let the runtime decide"."""
+
+    intra_op: int = 0
+    inter_op: int = 0
+    spinning: bool = True
+    graph_level: GraphLevel = "all"
+
+
+@dataclass
+class Preprocessing:
+    tokenizer_dir: str | None = None  # relative to the variant folder
+    max_length: int | None = None
+    padding: Literal["longest", "max_length", "bucket"] = "longest"
+    buckets: list[int] = field(default_factory=list)
+    truncated_share: float | None = None  # share of held-out inputs longer than max_length
+
+
+@dataclass
+class TorchRecipe:
+    """How a torch variant is rebuilt from hf/ at load: all steps are code, not pickles."""
+
+    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    mode: Literal["eager", "autocast", "cast"] = "eager"
+    device: str = "cpu"
+    compile: bool = False
+    compile_mode: str = "default"
+    compile_dynamic: bool = True
+    compile_backend: str = "inductor"
+    int8_dynamic: bool = False  # torchao Int8DynamicActivationInt8Weight on every Linear
+    attn_implementation: str | None = None
+
+
+@dataclass
+class Agreement:
+    """Numeric agreement of this variant's final outputs with the baseline's, per input row."""
+
+    n_samples: int
+    max_abs_diff: float
+    mean_cosine: float
+    min_cosine: float
+    output_shape: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Agreement:
+        return cls(**data)
+
+
+@dataclass
+class Fp32Layer:
+    name: str
+    reason: str
+
+
+@dataclass
+class Manifest:
+    id: str
+    runtime: Literal["torch", "onnxruntime"]
+    precision: str
+    kind: Literal["text", "tensor"]
+    task: str
+    model_file: str  # relative: "model.onnx" or "hf"
+    passes: list[PassRecord] = field(default_factory=list)
+    inputs: list[InputSpec] = field(default_factory=list)
+    output_name: str = ""
+    threads: ThreadSettings = field(default_factory=ThreadSettings)
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+    recipe: TorchRecipe | None = None
+    source: dict[str, str] = field(default_factory=dict)  # ref, model id, sha256
+    max_position: int | None = None
+    libraries: dict[str, str] = field(default_factory=dict)
+    op_counts: dict[str, int] = field(default_factory=dict)  # fused/quantized ops in the file
+    agreement: Agreement | None = None
+    first_call_s: float | None = None  # load-to-first-output on one input, measured at build
+    fp32_layers: list[Fp32Layer] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        data = dict(data)
+        data.pop("manifest_sha256", None)
+        data["passes"] = [PassRecord(**p) for p in data.get("passes", [])]
+        data["inputs"] = [InputSpec(**i) for i in data.get("inputs", [])]
+        data["threads"] = ThreadSettings(**data.get("threads", {}))
+        data["preprocessing"] = Preprocessing(**data.get("preprocessing", {}))
+        if data.get("recipe") is not None:
+            data["recipe"] = TorchRecipe(**data["recipe"])
+        if data.get("agreement") is not None:
+            data["agreement"] = Agreement.from_dict(data["agreement"])
+        data["fp32_layers"] = [Fp32Layer(**f) for f in data.get("fp32_layers", [])]
+        return cls(**data)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def manifest_digest(data: dict[str, Any]) -> str:
+    """SHA-256 of the manifest's canonical JSON without its own digest field."""
+    body = {k: v for k, v in data.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def read_manifest(folder: Path, *, verify: bool = True) -> Manifest:
+    """Read and (by default) verify a variant folder; ModelLoadError names what is wrong."""
+    path = Path(folder) / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"{path}: not a readable variant manifest ({exc}); rebuild the "
+                             "variant with `infertune optimize`") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ModelLoadError(f"{path}: schema is not {SCHEMA!r}; rebuild the variant")
+    if verify and data.get("manifest_sha256") != manifest_digest(data):
+        raise ModelLoadError(f"{path} was edited after it was built (its hash does not match); "
+                             "rebuild the variant instead of editing it")
+    try:
+        manifest = Manifest.from_dict(data)
+    except (TypeError, KeyError) as exc:
+        raise ModelLoadError(f"{path}: malformed manifest ({exc}); rebuild the variant") from exc
+    if verify:
+        verify_files(Path(folder), manifest)
+    return manifest
+
+
+def verify_files(folder: Path, manifest: Manifest) -> None:
+    for rel, expected in sorted(manifest.files.items()):
+        path = folder / rel
+        if not path.is_file():
+            raise ModelLoadError(f"variant {folder}: file {rel} is missing; rebuild the variant")
+        if sha256_file(path) != expected:
+            raise ModelLoadError(f"variant {folder}: {rel} does not match its SHA-256 in "
+                                 "manifest.json (corrupt or modified); rebuild the variant")
+
+
+def load_variant(path: str | Path) -> Adapter:
+    """Load a variant folder as an Adapter after verifying every hash."""
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    if manifest.kind != "text":
+        raise ModelLoadError(f"variant {folder}: kind {manifest.kind!r} is not loadable yet; "
+                             "only text-model variants are supported")
+    runner = _ort_runner(folder, manifest) if manifest.runtime == "onnxruntime" else \
+        _torch_runner(folder, manifest)
+    return _text_adapter(folder, manifest, runner)
+
+
+def _ort_runner(folder: Path, manifest: Manifest) -> Any:
+    from infertune.models.runners import OrtRunner, ort_session
+
+    t = manifest.threads
+    try:
+        session = ort_session(str(folder / manifest.model_file), intra_op_threads=t.intra_op,
+                              inter_op_threads=t.inter_op, graph_level=t.graph_level,
+                              allow_spinning=t.spinning)
+    except Exception as exc:  # onnxruntime raises untyped errors for graphs it cannot load
+        raise ModelLoadError(f"variant {folder}: onnxruntime cannot load "
+                             f"{manifest.model_file} ({type(exc).__name__})") from exc
+    return OrtRunner(session, precision=manifest.precision)
+
+
+def _torch_runner(folder: Path, manifest: Manifest) -> Any:
+    import torch
+    import transformers
+
+    from infertune.models.runners import TorchRunner, hf_call
+
+    recipe = manifest.recipe or TorchRecipe()
+    auto = (transformers.AutoModel if manifest.task == "embedding"
+            else transformers.AutoModelForSequenceClassification)
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if recipe.attn_implementation:
+        kwargs["attn_implementation"] = recipe.attn_implementation
+    try:
+        module = auto.from_pretrained(str(folder / manifest.model_file), **kwargs).eval()
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"variant {folder}: cannot load {manifest.model_file} "
+                             f"({exc})".split("\n")[0]) from exc
+    autocast = None
+    if recipe.mode == "cast":
+        module = module.to(device=recipe.device, dtype=_TORCH_DTYPES[recipe.dtype](torch))
+    elif recipe.mode == "autocast":
+        autocast = _TORCH_DTYPES[recipe.dtype](torch)
+        module = module.to(recipe.device)
+    if recipe.int8_dynamic:
+        module = _torchao_int8(module, folder)
+    if recipe.compile:
+        module = torch.compile(module, backend=recipe.compile_backend,
+                               mode=recipe.compile_mode if recipe.compile_backend == "inductor"
+                               else None, dynamic=recipe.compile_dynamic)
+    field_name = "last_hidden_state" if manifest.task == "embedding" else "logits"
+    return TorchRunner(module, [i.name for i in manifest.inputs], call=hf_call(field_name),
+                       precision=manifest.precision, autocast=autocast, device=recipe.device)
+
+
+_TORCH_DTYPES = {"fp32": lambda t: t.float32, "bf16": lambda t: t.bfloat16,
+                 "fp16": lambda t: t.float16}
+
+
+def _torchao_int8(module: Any, folder: Path) -> Any:
+    try:
+        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+    except ImportError as exc:
+        raise ModelLoadError(f"variant {folder} needs torchao for dynamic INT8; "
+                             "pip install torchao") from exc
+    quantize_(module, Int8DynamicActivationInt8WeightConfig())
+    return module
+
+
+def _text_adapter(folder: Path, manifest: Manifest, runner: Any) -> TextAdapter:
+    import transformers
+
+    pre = manifest.preprocessing
+    if pre.tokenizer_dir is None or pre.max_length is None:
+        raise ModelLoadError(f"variant {folder}: a text variant needs preprocessing."
+                             "tokenizer_dir and max_length; rebuild the variant")
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            str(folder / pre.tokenizer_dir), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"variant {folder}: cannot load its tokenizer ({exc})"
+                             .split("\n")[0]) from exc
+    buckets = tuple(pre.buckets) or TextPreprocess().buckets
+    info = ModelInfo(
+        id=manifest.id, version=manifest.files.get(manifest.model_file, _tree_hash(manifest))[:12],
+        kind="text", task=manifest.task, runtime=manifest.runtime, precision=manifest.precision,
+        input_names=[i.name for i in manifest.inputs], source=str(folder),
+        max_length=pre.max_length, max_position=manifest.max_position,
+        tokenizer_dir=str(folder / pre.tokenizer_dir),
+    )
+    return TextAdapter(info, runner, tokenizer,
+                       TextPreprocess(max_length=pre.max_length, padding=pre.padding,
+                                      buckets=buckets))
+
+
+def _tree_hash(manifest: Manifest) -> str:
+    """Version of a multi-file model (hf/): a hash over its files' hashes."""
+    prefix = manifest.model_file.rstrip("/") + "/"
+    parts = [f"{k}={v}" for k, v in sorted(manifest.files.items()) if k.startswith(prefix)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()

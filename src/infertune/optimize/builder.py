@@ -1,0 +1,80 @@
+"""Variant building for a run: drives ``optimize.passes.build_variants`` (issue 5) into
+``runs/<name>/variants/`` and turns its results into BuiltVariants the search screens.
+
+Which passes run depends on the budget: ``--quick`` and short budgets leave out the slow ones
+(torch.compile, static calibration, the per-layer sensitivity search), and say so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infertune.optimize.run import RunState
+from infertune.optimize.search import Progress
+from infertune.optimize.steps import BuiltVariant
+
+BASELINE_PASS = "torch_fp32"
+# The passes a full run builds, cheapest first. Left out by default: torch.compile (minutes of
+# compilation on 2 cores), static INT8 (calibration runs; on this model class dynamic INT8 with
+# accuracy-aware fallback is the stronger candidate), graph-level and trim variants (the fused
+# graph subsumes the first; input trimming is timed separately by optimize/inputs.py).
+FULL_PASSES = ("torch_fp32", "torch_bf16", "ort_fp32", "ort_fused",
+               "ort_int8_dynamic_per_tensor", "ort_int8_dynamic_per_channel", "ort_int8_mixed",
+               "ort_threads_cores_nospin")
+QUICK_PASSES = ("torch_fp32", "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel")
+NOT_RUN = ("torch_compile", "ort_int8_static_minmax", "ort_int8_static_entropy",
+           "ort_int8_static_percentile", "torch_int8_dynamic", "ort_graph_basic",
+           "ort_graph_extended", "ort_trim_p99", "ort_bucketed", "ort_threads_one",
+           "ort_threads_cores", "torch_fp16")
+
+
+def plan_passes(quick: bool, budget_s: float) -> tuple[list[str], list[str]]:
+    """(passes to build, passes left out for time) for this budget."""
+    full = not quick and budget_s >= 90
+    chosen = list(FULL_PASSES if full else QUICK_PASSES)
+    left = [p for p in FULL_PASSES if p not in chosen]
+    return chosen, left
+
+
+def default_builder(state: RunState, budget_s: float, progress: Progress) -> list[BuiltVariant]:
+    from infertune.optimize.passes import build_variants
+    from infertune.optimize.passes.base import PassContext, QualityTarget
+
+    floor = state.options.scenario.constraints.quality_floor
+    target = QualityTarget()
+    if floor is not None and floor.min is not None and "cosine" in floor.metric:
+        target = QualityTarget(min_mean_cosine=floor.min)
+    quick = state.options.quick
+    ctx = PassContext(baseline=state.baseline, hardware=state.hardware,
+                      out_dir=state.paths.variants, calibration=list(state.quality_inputs),
+                      quality=target, max_calibration=64 if quick else 128,
+                      n_samples=16 if quick else 32,
+                      compile_budget_s=min(budget_s / 2, 120.0))
+    names, left = plan_passes(quick, budget_s)
+    for name in left:
+        state.notes.append(f"pass {name} not built: --quick or a short budget "
+                           f"({budget_s:.0f} s for building)")
+    state.notes.append("passes not tried by default (slower or subsumed): " + ", ".join(NOT_RUN))
+    results = build_variants(state.baseline, ctx, names=names,
+                             on_result=lambda r: progress.tick(f"built {r.pass_name}: "
+                                                               f"{r.status}"))
+    return [_built(r) for r in results]
+
+
+def _built(result: Any) -> BuiltVariant:
+    from pathlib import Path
+
+    manifest = result.manifest.to_dict() if result.manifest is not None else {}
+    variant_id = manifest.get("id") or result.pass_name
+    title = _title(manifest) if manifest else result.pass_name
+    return BuiltVariant(variant_id=variant_id,
+                        path=Path(result.path) if result.path else None, title=title,
+                        skipped=None if result.built else (result.reason or "skipped"),
+                        is_baseline=result.pass_name == BASELINE_PASS, manifest=manifest)
+
+
+def _title(manifest: dict[str, Any]) -> str:
+    runtime = {"onnxruntime": "ONNX Runtime", "torch": "PyTorch"}.get(manifest.get("runtime"),
+                                                                     manifest.get("runtime"))
+    passes = ", ".join(p["name"] for p in manifest.get("passes", [])) or "no passes"
+    return f"{runtime} {manifest.get('precision', '')} ({passes})"

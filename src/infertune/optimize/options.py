@@ -1,0 +1,166 @@
+"""Every option optimize can name, as report Options with impact, effort, risk and how to verify:
+measured ones (variants, the serving policy, input trimming and bucketing, cascades) and ones
+that cannot be measured here (from the advisor knowledge base, labelled estimate).
+
+Impact figures are percent changes against the baseline (negative latency = faster). Measured
+latency changes come from interleaved A/B trials; simulated policy figures are estimates built
+from measured service times; knowledge-base ranges are estimates with their source.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infertune.optimize.search import Candidate
+from infertune.report.schema import Figure, Impact, Option, Rated
+
+KNOWLEDGE_DIR = Path(__file__).parent / "knowledge"
+# knowledge entries a measured option replaces (measured beats estimated for the same thing)
+MEASURED_COVERS = {
+    "variant": {"int8-cpu", "ort-fusion", "bf16", "torch-compile", "cpu-threads"},
+    "policy": {"micro-batching", "dynamic-batching"},
+    "trimming": {"input-trimming"},
+    "cascade": {"cascade"},
+    "cache": {"embedding-cache", "response-cache-local"},
+}
+
+
+def pct(ratio: float) -> float:
+    return round((ratio - 1.0) * 100.0, 1) + 0.0
+
+
+def variant_effort(manifest: dict[str, Any]) -> Rated:
+    passes = [p.get("name", "") for p in manifest.get("passes", [])]
+    runtime = manifest.get("runtime", "")
+    precision = str(manifest.get("precision", ""))
+    if "int8" in precision or any("int8" in p or "quant" in p for p in passes):
+        return Rated(level="medium", reason="a new runtime (ONNX Runtime) and a quantized model "
+                     "file to version, ship and re-validate on every model update")
+    if runtime == "onnxruntime":
+        return Rated(level="medium", reason="export to ONNX and serve with ONNX Runtime; the "
+                     "tokenizer and pooling stay in Python")
+    if any("compile" in p for p in passes):
+        return Rated(level="medium", reason="torch.compile warm-up at start and recompiles on "
+                     "new shapes")
+    return Rated(level="low", reason="a runtime setting on the existing PyTorch stack")
+
+
+def variant_risk(cand: Candidate, margin: float | None, manifest: dict[str, Any]) -> Rated:
+    """Risk from the quality margin over the floor and its CI, and numeric divergence."""
+    agreement = manifest.get("agreement") or {}
+    diverge = agreement.get("max_abs_diff")
+    if cand.quality_verdict != "pass":
+        return Rated(level="high", reason=f"quality verdict {cand.quality_verdict} against the "
+                     "floor")
+    lo = cand.quality_ci[0] if cand.quality_ci else None
+    thin = margin is not None and lo is not None and margin < 0.005
+    text = (f"quality passes the floor with the whole 95% CI inside it (lower end "
+            f"{lo:.4f})" if lo is not None else "quality passes the floor")
+    if diverge is not None:
+        text += f"; max abs output difference {diverge:.3g} on the build-time check"
+    if thin or "int8" in str(manifest.get("precision", "")):
+        return Rated(level="medium", reason=text + "; a quantized model can drift on inputs "
+                     "unlike the held-out set, so keep watching quality after rollout")
+    return Rated(level="low", reason=text)
+
+
+def latency_impact(cand: Candidate, hardware: str) -> Impact:
+    t = cand.best_timing
+    assert t is not None
+    what = f"{t.kind} interleaved A/B against the baseline, batch 1, held-out inputs"
+
+    def fig(ratio: float, ci: tuple[float, float] | None = None) -> Figure:
+        return Figure.measured(pct(ratio), "% change", hardware, t.samples, what=what)
+
+    return Impact(p50=fig(t.ratio_p50), p95=fig(t.ratio_p95),
+                  p99=fig(t.p99_ms / t.base_p99_ms if t.base_p99_ms else 1.0),
+                  throughput=Figure.measured(pct(t.base_p50_ms / t.p50_ms), "% change",
+                                             hardware, t.samples,
+                                             what="single-worker requests/s from p50, " + what))
+
+
+def variant_option(cand: Candidate, manifest: dict[str, Any], margin: float | None,
+                   hardware: str, floor_text: str) -> Option:
+    return Option(
+        id=f"variant-{cand.variant_id}", title=f"Serve variant {cand.variant_id}: {cand.title}",
+        category="variant", impact=latency_impact(cand, hardware),
+        effort=variant_effort(manifest), risk=variant_risk(cand, margin, manifest),
+        verify=(f"re-run `infertune compare` of the baseline and variants/{cand.variant_id} on "
+                f"the production hardware and `infertune validate` with the floor {floor_text} "
+                "on fresh held-out data"),
+        invalidated_by="other hardware (without the same CPU flags), a new model version, "
+                       "inputs much longer than the held-out set",
+        applicability=f"measured here; folder variants/{cand.variant_id}", source="measured",
+        within_risk_budget=cand.quality_verdict == "pass")
+
+
+def policy_option(sweep: Any, hardware: str, validated: bool) -> Option | None:
+    """The chosen serving policy against no batching at peak (simulated or load-tested)."""
+    best = sweep.best
+    plain = next((r for r in sweep.ranked if r.policy["max_batch_size"] == 1), None)
+    if plain is None or plain.policy_id == best.policy_id:
+        return None
+    src_best = best.validated_peak if validated and best.validated_peak else best.at_peak
+    basis = (f"queueing simulator fed with service times measured on {hardware}; "
+             f"{sweep.evaluated} policies at the scenario's traffic shape")
+    figs = {}
+    for key in ("p50", "p95", "p99"):
+        a, b = plain.at_peak.percentile(key), best.at_peak.percentile(key)
+        if a and b and a != float("inf") and b != float("inf"):
+            figs[key] = Figure(value=pct(b / a), unit="% change at peak", source="estimate",
+                               basis=basis)
+    knobs = best.policy
+    return Option(
+        id="serving-policy", title=(f"Dynamic batching: max batch {knobs['max_batch_size']}, "
+                                    f"wait {knobs['max_wait_ms']:g} ms, {knobs['workers']} "
+                                    f"worker(s), queue {knobs['max_queue']}"),
+        category="batching", impact=Impact(**figs),
+        effort=Rated(level="low", reason="serving settings; `infertune serve` reads them from "
+                     "report.json"),
+        risk=Rated(level="low", reason="outputs do not change; the wait window adds latency "
+                   "at low load (see the batching table)"),
+        verify="open-loop load test at the mean and peak rate with the scenario's traffic "
+               "shape (`infertune loadtest`), comparing p95/p99 and goodput with batching off",
+        invalidated_by="a different traffic shape or rate; other hardware",
+        applicability=f"validated load test p99 at peak {src_best.p99_ms:.1f} ms"
+        if validated and best.validated_peak else "simulated; not load-tested",
+        source="estimate")
+
+
+def timed_option(option_id: str, title: str, timed: Any, hardware: str, effort: Rated,
+                 risk: Rated, verify: str) -> Option:
+    what = f"interleaved A/B ({timed.a_label} vs {timed.b_label})"
+    p95 = Figure.measured(pct(timed.ratio_p95), "% change", hardware, timed.samples, what=what)
+    p50 = Figure.measured(pct(timed.b_p50_ms / timed.a_p50_ms), "% change", hardware,
+                          timed.samples, what=what)
+    return Option(id=option_id, title=title, category="inputs", impact=Impact(p50=p50, p95=p95),
+                  effort=effort, risk=risk, verify=verify, invalidated_by="a change in the "
+                  "input length distribution", source="measured",
+                  applicability=timed.detail)
+
+
+def cache_option(cache: Any, model_ms: float | None) -> Option | None:
+    """Response cache: the hit rate counted on the data; latency effect an estimate from it."""
+    rate = max(cache.exact_hit_rate, cache.normalised_hit_rate)
+    basis = (f"hit rate counted on {cache.requests} inputs of {cache.source} replayed in order "
+             f"(exact {cache.exact_hit_rate:.1%}, normalised {cache.normalised_hit_rate:.1%}); "
+             "a hit skips the model, so mean latency falls by about the hit rate")
+    impact = Impact(p50=Figure(low=-round(rate * 100, 1) + 0.0, high=0.0,
+                               unit="% change in mean latency", source="estimate", basis=basis))
+    return Option(
+        id="response-cache", title="In-process response cache keyed on normalised input text",
+        category="caching", impact=impact,
+        effort=Rated(level="low", reason="`infertune serve` has an LRU; set cache_size"),
+        risk=Rated(level="low", reason="identical inputs give identical outputs; the key "
+                   "includes the variant id"),
+        verify="count repeats in a day of production inputs; watch the cache hit-rate metric",
+        invalidated_by="traffic with few repeats (the held-out set may not reflect it)",
+        source="estimate")
+
+
+def skipped_ids(measured_kinds: set[str]) -> set[str]:
+    out: set[str] = set()
+    for kind in measured_kinds:
+        out |= MEASURED_COVERS.get(kind, set())
+    return out

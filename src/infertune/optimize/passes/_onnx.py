@@ -1,0 +1,129 @@
+"""Shared body of the onnxruntime passes: graph statistics, INT8 scheme choice, and a base
+class that derives a new model.onnx from its source variant's and carries the rest over."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infertune.errors import NotApplicableError
+from infertune.hardware import HardwareInfo
+from infertune.models.variant import PassRecord
+from infertune.optimize.passes._text import TOKENIZER_DIR
+from infertune.optimize.passes.base import PassContext
+from infertune.optimize.variant import Variant, finalize, fresh_dir, link_or_copy
+
+MODEL_FILE = "model.onnx"
+# Operators whose presence in the saved graph proves a fusion or quantization happened.
+COUNTED_OPS = ("Attention", "MultiHeadAttention", "SkipLayerNormalization",
+               "EmbedLayerNormalization", "BiasGelu", "FastGelu", "Gelu", "LayerNormalization",
+               "MatMul", "MatMulInteger", "DynamicQuantizeMatMul", "QAttention",
+               "DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "QLinearMatMul")
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+@contextlib.contextmanager
+def quiet_quantizer() -> Iterator[None]:
+    """onnxruntime.quantization logs advice on the root logger and prints progress to stdout
+    on every call; keep both out of infertune's output (errors still raise)."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        root.setLevel(level)
+
+
+def op_counts(path: Path) -> dict[str, int]:
+    """How many of each counted operator the graph file holds (read from the file itself)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    counts = Counter(node.op_type for node in model.graph.node)
+    return {op: counts[op] for op in COUNTED_OPS if counts[op]}
+
+
+@dataclass(frozen=True)
+class Int8Scheme:
+    """Activation and weight types for INT8 MatMuls on this CPU, and why."""
+
+    activation: str  # "uint8" | "int8"
+    weight: str
+    reduce_range: bool
+    reason: str
+
+    def to_settings(self) -> dict[str, Any]:
+        return {"activation_type": self.activation, "weight_type": self.weight,
+                "reduce_range": self.reduce_range, "scheme_reason": self.reason}
+
+
+def int8_scheme(hw: HardwareInfo) -> Int8Scheme:
+    if any(hw.has(f) for f in VNNI_FLAGS):
+        return Int8Scheme("uint8", "int8", False,
+                          "VNNI present: U8S8 runs on the VNNI dot-product path without "
+                          "saturation")
+    if hw.arch.startswith(("arm", "aarch")) or hw.has("neon"):
+        return Int8Scheme("int8", "int8", False, "ARM: S8S8 is onnxruntime's ARM fast path")
+    return Int8Scheme("uint8", "int8", True,
+                      "no VNNI: U8S8 on AVX2/AVX-512 can saturate in the 16-bit intermediate, "
+                      "so weights use 7-bit range (reduce_range)")
+
+
+def quant_type(name: str) -> Any:
+    from onnxruntime.quantization import QuantType
+
+    return QuantType.QInt8 if name == "int8" else QuantType.QUInt8
+
+
+class OrtDerivedPass:
+    """Builds ``<out>/<name>/model.onnx`` from the source variant's graph; subclasses
+    implement transform(); everything else (tokenizer, inputs, threads) carries over."""
+
+    name = "ort_derived"
+    source: str | None = "ort_fp32"
+    precision = "fp32"
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def applies(self, ctx: PassContext) -> str | None:
+        return None
+
+    def transform(self, src: Path, dst: Path, ctx: PassContext,
+                  record: PassRecord) -> None:
+        """Write dst from src; add settings found at build time to record.settings."""
+        link_or_copy(src, dst)
+
+    def apply(self, source: Variant | None, ctx: PassContext) -> Variant:
+        if source is None or source.manifest.runtime != "onnxruntime":
+            raise NotApplicableError(f"{self.name} needs an onnxruntime source variant")
+        folder = fresh_dir(ctx.out_dir, self.name)
+        manifest = copy.deepcopy(source.manifest)
+        record = PassRecord(self.name, self.settings())
+        self.transform(source.path / source.manifest.model_file, folder / MODEL_FILE, ctx,
+                       record)
+        tok = source.manifest.preprocessing.tokenizer_dir
+        if tok:
+            link_or_copy(source.path / tok, folder / TOKENIZER_DIR)
+            manifest.preprocessing.tokenizer_dir = TOKENIZER_DIR
+        manifest.id = self.name
+        manifest.model_file = MODEL_FILE
+        manifest.precision = self.precision if self.precision != "fp32" else manifest.precision
+        manifest.passes.append(record)
+        manifest.op_counts = op_counts(folder / MODEL_FILE)
+        manifest.agreement = None
+        manifest.libraries = {}
+        self.update(manifest, ctx, record)
+        return finalize(folder, manifest)
+
+    def update(self, manifest: Any, ctx: PassContext, record: PassRecord) -> None:
+        """Change manifest fields other than the graph (threads, preprocessing...)."""

@@ -1,0 +1,103 @@
+"""The Pass contract and the context every pass reads.
+
+Call order (build_variants in passes/__init__.py drives it)::
+
+    reason = pass_.applies(ctx)           # None: applies; else why not (recorded as "skipped")
+    variant = pass_.apply(source, ctx)    # source: the Variant named by pass_.source, or None
+                                          # for passes that start from the baseline model
+    check_variant(variant, ctx)           # loads the folder, runs it, records agreement
+
+A pass writes exactly one folder, ``ctx.out_dir / pass_.name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from infertune.errors import ConfigError
+from infertune.hardware import HardwareInfo
+from infertune.models.base import Adapter
+from infertune.models.variant import Agreement
+from infertune.optimize.variant import Variant, predict_rows
+
+
+@dataclass(frozen=True)
+class QualityTarget:
+    """The floor a variant's agreement with the baseline must meet (mixed precision uses it)."""
+
+    min_mean_cosine: float = 0.99
+    min_min_cosine: float | None = None
+
+    def __post_init__(self) -> None:
+        for value in (self.min_mean_cosine, self.min_min_cosine):
+            if value is not None and not -1.0 <= value <= 1.0:
+                raise ConfigError(f"a cosine floor must lie in [-1, 1]; got {value}")
+
+    def holds(self, found: Agreement) -> bool:
+        if found.mean_cosine < self.min_mean_cosine:
+            return False
+        return self.min_min_cosine is None or found.min_cosine >= self.min_min_cosine
+
+    def describe(self) -> str:
+        text = f"mean cosine >= {self.min_mean_cosine}"
+        if self.min_min_cosine is not None:
+            text += f" and min cosine >= {self.min_min_cosine}"
+        return text
+
+
+@dataclass
+class PassContext:
+    """Everything a pass may read. ``calibration`` holds raw held-out inputs (the user's)."""
+
+    baseline: Adapter
+    hardware: HardwareInfo
+    out_dir: Path
+    calibration: Sequence[Any] = ()
+    quality: QualityTarget = field(default_factory=QualityTarget)
+    max_calibration: int = 128  # inputs used to calibrate / score quantization
+    n_samples: int = 32  # inputs used for the build-time agreement check
+    compile_budget_s: float = 300.0  # a torch.compile variant over this is skipped
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        if self.max_calibration < 1 or self.n_samples < 1:
+            raise ConfigError("max_calibration and n_samples must be >= 1")
+
+    def calibration_inputs(self) -> list[Any]:
+        inputs = list(self.calibration)[: self.max_calibration]
+        return inputs or self.baseline.sample_inputs(min(self.max_calibration, 16))
+
+    def sample_inputs(self) -> list[Any]:
+        inputs = list(self.calibration)[: self.n_samples]
+        return inputs or self.baseline.sample_inputs(self.n_samples)
+
+    def reference(self, which: Literal["samples", "calibration"]) -> np.ndarray:
+        """Baseline final outputs on sample_inputs() or calibration_inputs(), computed once."""
+        key = f"reference:{which}"
+        if key not in self._cache:
+            inputs = self.sample_inputs() if which == "samples" else self.calibration_inputs()
+            self._cache[key] = predict_rows(self.baseline, inputs)
+        return self._cache[key]
+
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        """A value shared by passes in one run (the source model's hash...), made once."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+
+class Pass(Protocol):
+    name: str
+    source: str | None  # the pass whose Variant this one builds on; None: the baseline
+
+    def applies(self, ctx: PassContext) -> str | None: ...
+
+    def apply(self, source: Variant | None, ctx: PassContext) -> Variant: ...
+
+    def settings(self) -> dict[str, Any]: ...

@@ -1,0 +1,112 @@
+"""Accuracy-aware mixed precision: INT8 everywhere except the layers the quality floor needs.
+
+1. Sensitivity: quantize each quantizable node (MatMul with constant weights, Attention)
+   alone and measure the final-output agreement with the baseline on calibration inputs.
+2. Keep the most sensitive nodes in fp32 one at a time (nodes_to_exclude) until the floor
+   holds, so the variant has as few fp32 layers as the floor allows.
+The manifest lists every fp32 node with its measured solo cosine and rank."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infertune.errors import NotApplicableError
+from infertune.models.variant import Agreement, Fp32Layer, Manifest, PassRecord
+from infertune.optimize.passes._onnx import OrtDerivedPass, int8_scheme
+from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.ort_dynamic_int8 import quantize_dynamic_file
+from infertune.optimize.variant import agreement, predict_rows
+
+
+@dataclass
+class Sensitivity:
+    node: str
+    op_type: str
+    mean_cosine: float  # final-output mean cosine with only this node quantized
+
+
+class MixedPrecisionPass(OrtDerivedPass):
+    name = "ort_int8_mixed"
+    source = "ort_fused"
+    precision = "int8-mixed"
+
+    def __init__(self, per_channel: bool = False) -> None:
+        # per-tensor by default: the cheapest INT8 kernels, with accuracy bought back per layer
+        self.per_channel = per_channel
+
+    def settings(self) -> dict[str, Any]:
+        return {"per_channel": self.per_channel, "method": "solo sensitivity, greedy fp32"}
+
+    def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
+        scheme = int8_scheme(ctx.hardware)
+        record.settings |= scheme.to_settings() | {"activation_type": "uint8",
+                                                   "floor": ctx.quality.describe()}
+        with tempfile.TemporaryDirectory() as tmp:
+            trial = Path(tmp) / "trial.onnx"
+
+            def score(**kw: Any) -> Agreement:
+                quantize_dynamic_file(src, trial, per_channel=self.per_channel,
+                                      weight=scheme.weight, reduce_range=scheme.reduce_range, **kw)
+                return _score(trial, ctx)
+
+            ranked = sorted((Sensitivity(n, op, score(only=[n]).mean_cosine)
+                             for n, op in quantizable_nodes(src)), key=lambda s: s.mean_cosine)
+            kept, found = _greedy(ranked, ctx, score)
+        quantize_dynamic_file(src, dst, per_channel=self.per_channel, weight=scheme.weight,
+                              reduce_range=scheme.reduce_range, exclude=[s.node for s in kept])
+        record.settings |= {
+            "calibration_inputs": len(ctx.calibration_inputs()),
+            "quantizable_nodes": len(ranked), "fp32_nodes": len(kept),
+            "calibration_mean_cosine": round(found.mean_cosine, 6),
+            "sensitivity": [[s.node, s.op_type, round(s.mean_cosine, 6)] for s in ranked],
+            "excluded": [s.node for s in kept],
+        }
+
+    def update(self, manifest: Manifest, ctx: PassContext, record: PassRecord) -> None:
+        ranked = record.settings["sensitivity"]
+        rank = {node: i + 1 for i, (node, _, _) in enumerate(ranked)}
+        solo = {node: (op, cos) for node, op, cos in ranked}
+        manifest.fp32_layers = [
+            Fp32Layer(node, f"{solo[node][0]} quantized alone gave mean cosine "
+                            f"{solo[node][1]:.5f} (sensitivity rank {rank[node]} of "
+                            f"{len(ranked)}); kept fp32 to meet {ctx.quality.describe()}")
+            for node in record.settings["excluded"]]
+
+
+def _greedy(ranked: list[Sensitivity], ctx: PassContext,
+            score: Any) -> tuple[list[Sensitivity], Agreement]:
+    for k in range(len(ranked)):  # k = len(ranked) would be no INT8 at all
+        found = score(exclude=[s.node for s in ranked[:k]])
+        if ctx.quality.holds(found):
+            return ranked[:k], found
+    raise NotApplicableError(
+        f"no INT8 mix meets {ctx.quality.describe()} on the calibration inputs even with "
+        f"{len(ranked) - 1} of {len(ranked)} nodes in fp32; use the fp32 variant")
+
+
+def quantizable_nodes(path: Path) -> list[tuple[str, str]]:
+    """(name, op_type) of MatMul nodes with a constant weight, and Attention nodes."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    constants = {init.name for init in graph.initializer}
+    found = []
+    for node in graph.node:
+        if node.op_type == "Attention" or (node.op_type == "MatMul" and
+                                           node.input[1] in constants):
+            if not node.name:
+                raise NotApplicableError("the graph has unnamed MatMul nodes; cannot exclude them")
+            found.append((node.name, node.op_type))
+    if not found:
+        raise NotApplicableError("no MatMul with constant weights to quantize")
+    return found
+
+
+def _score(path: Path, ctx: PassContext) -> Agreement:
+    from infertune.models.runners import OrtRunner, ort_session
+
+    adapter = ctx.baseline.with_runner(OrtRunner(ort_session(str(path))))
+    return agreement(ctx.reference("calibration"), predict_rows(adapter, ctx.calibration_inputs()))

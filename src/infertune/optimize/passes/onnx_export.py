@@ -1,0 +1,88 @@
+"""Export a Hugging Face encoder to ONNX with dynamic batch and sequence axes.
+
+The export uses eager attention by default: with SDPA the exported graph hides attention in
+ops that onnxruntime's transformer optimizer does not match, so it fuses no Attention node
+(the ort_fused manifest records the counts either way)."""
+
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from typing import Any
+
+from infertune.models.variant import PassRecord, ThreadSettings
+from infertune.optimize.passes._onnx import MODEL_FILE, op_counts
+from infertune.optimize.passes._text import hf_reason, require_hf, save_tokenizer, text_manifest
+from infertune.optimize.passes.base import PassContext
+from infertune.optimize.variant import Variant, finalize, fresh_dir
+
+OPSET = 17
+
+
+class OnnxExportPass:
+    name = "ort_fp32"
+    source: str | None = None
+    precision = "fp32"
+
+    def __init__(self, attn_implementation: str = "eager", opset: int = OPSET) -> None:
+        self.attn_implementation = attn_implementation
+        self.opset = opset
+
+    def settings(self) -> dict[str, Any]:
+        return {"exporter": "torch.onnx.export (TorchScript)", "opset": self.opset,
+                "attn_implementation": self.attn_implementation,
+                "dynamic_axes": {"0": "batch", "1": "sequence"}}
+
+    def applies(self, ctx: PassContext) -> str | None:
+        return hf_reason(ctx.baseline)
+
+    def apply(self, source: Variant | None, ctx: PassContext) -> Variant:
+        folder = fresh_dir(ctx.out_dir, self.name)
+        manifest = text_manifest(
+            ctx, variant_id=self.name, runtime="onnxruntime", precision="fp32",
+            model_file=MODEL_FILE, passes=[], tokenizer_dir=save_tokenizer(ctx.baseline, folder))
+        started = time.perf_counter()
+        export_text_model(ctx, folder / MODEL_FILE, manifest.output_name,
+                          self.attn_implementation, self.opset)
+        settings = self.settings() | {"export_s": round(time.perf_counter() - started, 3)}
+        manifest.passes = [PassRecord(self.name, settings)]
+        manifest.threads = ThreadSettings(graph_level="all")
+        manifest.op_counts = op_counts(folder / MODEL_FILE)
+        return finalize(folder, manifest)
+
+
+def export_text_model(ctx: PassContext, path: Any, output_name: str,
+                      attn_implementation: str, opset: int) -> None:
+    import torch
+
+    module, _ = require_hf(ctx.baseline)
+    # a copy, so switching attention kernels never changes the baseline the others compare to
+    module = copy.deepcopy(module).eval()
+    module.set_attn_implementation(attn_implementation)
+    names = list(ctx.baseline.info.input_names)
+    feeds = ctx.baseline.preprocess(ctx.sample_inputs()[:2])
+    args = tuple(torch.from_numpy(feeds[n]) for n in names)
+    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, output_name]}
+    wrapper = _positional_wrapper(module, names, output_name)
+    with warnings.catch_warnings():
+        # the TorchScript exporter warns about tracing Python control flow it handles fine
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapper, args, str(path),
+                          input_names=names, output_names=[output_name], dynamic_axes=axes,
+                          opset_version=opset, dynamo=False)
+
+
+def _positional_wrapper(module: Any, names: list[str], output_name: str) -> Any:
+    """Positional inputs in, one named output field out: what the ONNX graph exposes."""
+    import torch
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, *tensors: Any) -> Any:
+            return getattr(self.module(**dict(zip(names, tensors, strict=True))), output_name)
+
+    return Wrapper()

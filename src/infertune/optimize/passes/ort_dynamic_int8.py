@@ -1,0 +1,53 @@
+"""onnxruntime dynamic INT8: weights quantized offline, activations per batch at run time.
+
+Per-tensor uses one scale per weight matrix; per-channel one per output column, which keeps
+more accuracy for the same kernels. Activation/weight types follow the CPU (see int8_scheme)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infertune.models.variant import PassRecord
+from infertune.optimize.passes._onnx import (
+    OrtDerivedPass,
+    int8_scheme,
+    quant_type,
+    quiet_quantizer,
+)
+from infertune.optimize.passes.base import PassContext
+
+
+class OrtDynamicInt8Pass(OrtDerivedPass):
+    source = "ort_fused"
+    precision = "int8"
+
+    def __init__(self, per_channel: bool = True) -> None:
+        self.per_channel = per_channel
+        self.name = f"ort_int8_dynamic_{'per_channel' if per_channel else 'per_tensor'}"
+
+    def settings(self) -> dict[str, Any]:
+        return {"per_channel": self.per_channel, "op_types": ["MatMul", "Attention"]}
+
+    def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
+        scheme = int8_scheme(ctx.hardware)
+        # onnxruntime's DynamicQuantizeLinear makes uint8 activations whatever the CPU
+        record.settings |= scheme.to_settings() | {"activation_type": "uint8"}
+        quantize_dynamic_file(src, dst, per_channel=self.per_channel,
+                              weight=scheme.weight, reduce_range=scheme.reduce_range)
+
+
+def quantize_dynamic_file(src: Path, dst: Path, *, per_channel: bool, weight: str,
+                          reduce_range: bool, exclude: list[str] | None = None,
+                          only: list[str] | None = None) -> None:
+    import onnx
+    from onnxruntime.quantization import quantize_dynamic
+
+    with quiet_quantizer():
+        quantize_dynamic(
+            str(src), str(dst), per_channel=per_channel, reduce_range=reduce_range,
+            weight_type=quant_type(weight), op_types_to_quantize=["MatMul", "Attention"],
+            nodes_to_exclude=exclude or [], nodes_to_quantize=only or [],
+            # fused contrib ops defeat ONNX shape inference; their outputs are fp32 tensors
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT,
+                           "MatMulConstBOnly": True})

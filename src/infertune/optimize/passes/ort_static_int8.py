@@ -1,0 +1,90 @@
+"""onnxruntime static INT8 in QDQ format, calibrated on the user's held-out inputs.
+
+Activation ranges come from running the calibration inputs (MinMax, Entropy or Percentile).
+The fused graph's contrib ops hide tensor types from ONNX shape inference, so the graph gets
+onnxruntime's symbolic shape inference first; without it the calibrators find no tensors."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from infertune.errors import NotApplicableError
+from infertune.models.variant import PassRecord
+from infertune.optimize.passes._onnx import (
+    OrtDerivedPass,
+    int8_scheme,
+    quant_type,
+    quiet_quantizer,
+)
+from infertune.optimize.passes.base import PassContext
+
+Method = Literal["minmax", "entropy", "percentile"]
+
+
+class OrtStaticInt8Pass(OrtDerivedPass):
+    source = "ort_fused"
+    precision = "int8"
+
+    def __init__(self, method: Method = "minmax", per_channel: bool = True) -> None:
+        self.method = method
+        self.per_channel = per_channel
+        self.name = f"ort_int8_static_{method}"
+
+    def settings(self) -> dict[str, Any]:
+        return {"format": "QDQ", "calibration": self.method, "per_channel": self.per_channel,
+                "op_types": ["MatMul"]}
+
+    def applies(self, ctx: PassContext) -> str | None:
+        if not ctx.calibration:
+            return "static INT8 needs held-out inputs to calibrate on; pass --data"
+        return None
+
+    def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
+        import onnx
+        from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_static
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        scheme = int8_scheme(ctx.hardware)
+        inputs = ctx.calibration_inputs()
+        record.settings |= scheme.to_settings() | {"calibration_inputs": len(inputs)}
+        methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+                   "percentile": CalibrationMethod.Percentile}
+        with tempfile.TemporaryDirectory() as tmp:
+            typed = Path(tmp) / "typed.onnx"
+            model = SymbolicShapeInference.infer_shapes(onnx.load(str(src)), auto_merge=True)
+            if model is None:
+                raise NotApplicableError("symbolic shape inference failed on this graph")
+            onnx.save(model, str(typed))
+            with quiet_quantizer():
+                quantize_static(
+                    str(typed), str(dst), _reader(ctx, inputs), quant_format=QuantFormat.QDQ,
+                    per_channel=self.per_channel, reduce_range=scheme.reduce_range,
+                    activation_type=quant_type(scheme.activation),
+                    weight_type=quant_type(scheme.weight),
+                    calibrate_method=methods[self.method], op_types_to_quantize=["MatMul"],
+                    calibration_providers=["CPUExecutionProvider"],
+                    extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def _reader(ctx: PassContext, inputs: list[Any]) -> Any:
+    """A CalibrationDataReader yielding one input at a time, all padded to one width
+    (the histogram calibrators merge tensors across batches and need equal shapes)."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    feeds = ctx.baseline.preprocess(inputs)  # one batch: every row padded to one width
+    rows = [{k: np.ascontiguousarray(v[i:i + 1]) for k, v in feeds.items()}
+            for i in range(len(inputs))]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self._rows: Iterator[dict[str, np.ndarray]] = iter(rows)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self._rows, None)
+
+    return Reader()

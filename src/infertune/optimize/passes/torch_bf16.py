@@ -1,0 +1,31 @@
+"""Torch BF16 autocast: matmuls in bfloat16, reductions in fp32 (autocast's own op lists).
+
+On CPU it pays only with native BF16 (avx512_bf16 or AMX); without them BF16 is emulated
+and slower than fp32, so the pass refuses. On a GPU it runs on cuda."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from infertune.models.variant import TorchRecipe
+from infertune.optimize.passes._torch import TorchVariantPass, device_for
+from infertune.optimize.passes.base import PassContext
+from infertune.optimize.variant import Variant
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+class TorchBf16Pass(TorchVariantPass):
+    name = "torch_bf16"
+    precision = "bf16"
+    recipe = TorchRecipe(dtype="bf16", mode="autocast")
+
+    def _reason(self, ctx: PassContext) -> str | None:
+        if device_for(ctx) == "cuda" or any(ctx.hardware.has(f) for f in BF16_FLAGS):
+            return None
+        return ("BF16 on this CPU would be emulated (no avx512_bf16 or amx_bf16 flag) and no "
+                "GPU is available")
+
+    def apply(self, source: Variant | None, ctx: PassContext) -> Variant:
+        self.recipe = dataclasses.replace(self.recipe, device=device_for(ctx))
+        return super().apply(source, ctx)

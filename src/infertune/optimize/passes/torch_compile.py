@@ -1,0 +1,34 @@
+"""torch.compile (inductor by default) over the eager fp32 model.
+
+Compilation happens at load, on the first call; check_variant times that first call
+(manifest.first_call_s) and refuses the variant when it exceeds ctx.compile_budget_s, because
+every process that loads it pays the same start-up cost."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from infertune.models.variant import TorchRecipe
+from infertune.optimize.passes._torch import TorchVariantPass
+from infertune.optimize.passes.base import PassContext
+
+
+class TorchCompilePass(TorchVariantPass):
+    name = "torch_compile"
+    precision = "fp32"
+
+    def __init__(self, backend: str = "inductor") -> None:
+        # dynamic=True: one graph for all batch sizes and lengths, not a recompile per shape
+        self.recipe = TorchRecipe(dtype="fp32", mode="eager", compile=True,
+                                  compile_mode="default", compile_dynamic=True,
+                                  compile_backend=backend)
+
+    def _reason(self, ctx: PassContext) -> str | None:
+        if self.recipe.compile_backend == "inductor" and not ctx.hardware.gpus \
+                and not ctx.hardware.cxx_compiler:
+            return "torch.compile (inductor) on CPU needs a C++ compiler; none found on PATH"
+        return None
+
+    def settings(self) -> dict:
+        return dataclasses.asdict(self.recipe) | {"compile_budget_note":
+                                                  "first call timed in manifest.first_call_s"}

@@ -1,0 +1,164 @@
+"""Run-level serving work: the policy sweep on the chosen variant with its real validation,
+right-sizing, and the --candidate models with their cascades. Writes serving.json and the
+candidate parts of extras.json; the report reads the RunState."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from infertune.errors import IncompatibleInputError
+from infertune.optimize.cascade import CascadeNotApplicable, evaluate_cascade, right_size
+from infertune.optimize.run import RunState, write_json
+from infertune.optimize.search import NEED_QUICK_S, Budget, Progress, measure_against_baseline
+from infertune.optimize.serving import make_simulator, measure_contention, validate_policy
+from infertune.optimize.steps import _candidate, _compare, best_adapter, judge, token_lengths
+from infertune.optimize.sweep import SweepGrid, sweep
+
+VALIDATE_S = 6.0
+VALIDATE_QUICK_S = 2.5
+
+
+def _rates(state: RunState) -> tuple[float | None, float | None]:
+    sc = state.options.scenario
+    mean = sc.traffic.mean_rps or sc.current.rps
+    peak = sc.traffic.peak_rps or mean
+    return mean, peak
+
+
+def _overhead_ms(state: RunState) -> float:
+    """Tokenise + postprocess + glue per request (p50s from the baseline profile): the curve
+    times forward only, and the pre/postprocessing is the same for every variant."""
+    prof = state.profile
+    if prof is None:
+        return 0.0
+    s = prof.stages.summaries
+    return sum(s[k].p50 for k in ("preprocess", "postprocess", "overhead") if k in s)
+
+
+def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
+    from infertune.measure.curve import measure_curve, seq_lens_from_lengths
+
+    mean, peak = _rates(state)
+    if mean is None or peak is None:
+        state.skip("serving-policy sweep", "the scenario states no request rate; set "
+                   "traffic.mean_rps (and peak_rps)")
+        return
+    quick = state.options.quick
+    variant_id, adapter = best_adapter(state)
+    inputs = state.options.data.inputs
+    lengths = token_lengths(adapter, inputs)
+    max_len = getattr(getattr(adapter, "pre", None), "max_length", None)
+    seq_lens = seq_lens_from_lengths(lengths, max_len) if lengths else None
+    progress.tick(f"service curve of {variant_id}")
+    state.curve = measure_curve(adapter, inputs, batch_sizes=(1, 4, 16) if quick
+                                else (1, 2, 4, 8, 16), seq_lens=seq_lens,
+                                repeats=3 if quick else 5,
+                                max_seconds_per_point=0.1 if quick else 0.25)
+    cores = state.hardware.effective_cores
+    grid = SweepGrid.for_cores(cores, quick)
+    feeds = adapter.preprocess([inputs[0]])
+    progress.tick("contention of concurrent workers")
+    state.contention = measure_contention(lambda: adapter.forward(feeds), grid.workers,
+                                          calls=8 if quick else 20)
+    overhead = _overhead_ms(state)
+    sim = make_simulator(state.curve, state.options.scenario.traffic,
+                         contention=state.contention, seq_lens=lengths,
+                         seed=state.options.seed, overhead_ms=overhead)
+    slo = state.options.scenario.slo.targets()
+    curve = state.curve
+    cost = state.options.scenario.deployment.cost_per_hour_usd
+    result = sweep(sim, variant_id=variant_id, slo=slo, mean_rps=mean, peak_rps=peak, grid=grid,
+                   service_ms=lambda b: curve.latency_ms(b) + overhead * b,
+                   cost_per_hour_usd=cost, keep=3 if quick else 5,
+                   on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"))
+    state.sweep = result
+    from infertune.optimize.reportparts import load_series
+
+    state.load_curves = load_series(state, sim)
+    _validate(state, budget, progress, adapter, mean, peak)
+    best = result.best
+    state.right_sizing = right_size(peak, best.goodput_rps, cores, cost)
+    write_json(state.paths.serving, {
+        "variant_id": variant_id, "sweep": result.to_dict(), "curve": curve.to_dict(),
+        "contention": state.contention.to_dict(), "overhead_ms": overhead,
+        "validations": {k: v.to_dict() for k, v in state.validations.items()},
+        "right_sizing": state.right_sizing.to_dict() if state.right_sizing else None})
+
+
+def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Any, mean: float,
+              peak: float) -> None:
+    """Real open-loop in-process load tests of the leading policies at mean and peak."""
+    quick = state.options.quick
+    seconds = VALIDATE_QUICK_S if quick else VALIDATE_S
+    top = state.sweep.ranked[: 1 if quick else 2]
+    for result in top:
+        for label, rate in (("mean", mean), ("peak", peak)):
+            need = seconds + 2.0
+            if not budget.allows(need + 15.0):
+                state.skip(f"load test of {result.policy_id} at {label}",
+                           "time budget exhausted; the simulated figures stand", need)
+                continue
+            progress.tick(f"load test {result.policy_id} at {rate:g} req/s")
+            val = validate_policy(adapter, result.serve_policy,
+                                  state.options.scenario.traffic, rate, state.options.data.inputs,
+                                  duration_s=seconds, seed=state.options.seed)
+            state.validations[f"{result.policy_id}@{label}"] = val
+            if label == "mean":
+                result.validated_mean = val.stats
+            else:
+                result.validated_peak = val.stats
+
+
+def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
+    """Each --candidate model: quick timing against the baseline, quality, and a cascade
+    (candidate first, baseline on low confidence) when the task has a confidence."""
+    from infertune.models import load
+    from infertune.quality import run_outputs
+
+    out = []
+    for ref in state.options.candidates:
+        if not budget.allows(NEED_QUICK_S * 3):
+            state.skip(f"candidate {ref}", "time budget exhausted", NEED_QUICK_S * 3)
+            continue
+        progress.tick(f"candidate model {ref}")
+        adapter = load(ref)
+        cid = f"candidate-{adapter.info.id}"
+        try:
+            result = judge(state, adapter, cid, None) if state.reference is not None else None
+        except IncompatibleInputError as exc:
+            state.notes.append(f"{cid}: quality not comparable with the baseline ({exc})")
+            result = None
+        cand = _candidate(cid, f"candidate model {ref}", result)
+        cand.quick = measure_against_baseline(
+            _compare(), state.baseline.predict, adapter.predict, cid, state.requests,
+            kind="quick", budget_s=min(budget.share(0.1), 10.0), seed=state.options.seed)
+        state.candidate_models.append(cand)
+        if state.reference is None:
+            continue
+        try:
+            cand_out = run_outputs(adapter, state.quality_inputs, batch_size=16)
+            lat_c = _latencies(adapter, state.requests[:60])
+            lat_b = _latencies(state.baseline, state.requests[:60])
+            cascade = evaluate_cascade(state.baseline.info.task, cand_out, state.reference,
+                                       lat_c, lat_b, labels=_labels(state), names=(cid,
+                                       "baseline"), seed=state.options.seed)
+            state.cascades.append(cascade)
+            out.append(cascade.to_dict())
+        except CascadeNotApplicable as exc:
+            state.notes.append(f"cascade {cid} -> baseline: not applicable: {exc}")
+    write_json(state.paths.extras, {"candidates": [c.to_dict() for c in state.candidate_models],
+                                    "cascades": out})
+
+
+def _labels(state: RunState) -> Any:
+    labels = state.options.data.labels
+    return labels[: len(state.quality_inputs)] if labels is not None else None
+
+
+def _latencies(adapter: Any, requests: list[list[Any]]) -> list[float]:
+    from infertune.measure.stages import time_requests
+
+    adapter.predict(requests[0])
+    return list(np.asarray(time_requests(adapter, requests).e2e))

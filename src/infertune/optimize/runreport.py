@@ -1,0 +1,286 @@
+"""Assemble the run's Report (schema infertune.report/v1) from the RunState and write report.json,
+report.md, report.html and plots/. Every number goes into a Figure with its provenance; this
+module formats nothing that the renderers would recompute."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from infertune.optimize import options as opt
+from infertune.optimize.run import RunState, write_json
+from infertune.optimize.search import Candidate, pick_best
+from infertune.report.schema import (
+    Diagnosis,
+    DiagnosisItem,
+    Figure,
+    Option,
+    Percentiles,
+    PolicyRow,
+    Rated,
+    Recommendation,
+    Report,
+    Serving,
+    VariantRow,
+)
+
+
+def _pcts(t: Any, hw: str, base: bool = False, what: str = "") -> Percentiles:
+    vals = (t.base_p50_ms, t.base_p95_ms, t.base_p99_ms) if base else (t.p50_ms, t.p95_ms,
+                                                                        t.p99_ms)
+    return Percentiles(**{k: Figure.measured(round(v, 3), "ms", hw, t.samples, what=what)
+                          for k, v in zip(("p50", "p95", "p99"), vals, strict=True)})
+
+
+def inside_slo(state: RunState) -> bool | None:
+    """Measured: the baseline's unloaded batch-1 percentiles against every SLO target."""
+    targets = state.options.scenario.slo.targets()
+    prof = state.profile
+    if not targets or prof is None:
+        from infertune.report.advisor import inside_slo as stated
+
+        return stated(state.options.scenario)
+    e2e = prof.stages.summaries["e2e"]
+    return all(e2e.p(float(k[1:])) <= v for k, v in targets.items())
+
+
+def variant_rows(state: RunState) -> list[VariantRow]:
+    hw = state.hardware_label
+    rows: list[VariantRow] = []
+    ref = next((c.best_timing for c in state.candidates if c.best_timing), None)
+    if ref is not None:
+        rows.append(VariantRow(variant_id=state.baseline_variant_id or "baseline",
+                               title="baseline (as given)", latency=_pcts(
+                                   ref, hw, base=True, what="baseline side of the A/B"),
+                               quality_verdict="pass", notes="the reference for quality"))
+    for c in state.candidates + state.candidate_models:
+        t = c.best_timing
+        if t is None:
+            continue
+        quality = (Figure.measured(round(c.quality_value, 5), "", hw,
+                                   len(state.quality_inputs), what="held-out quality")
+                   if c.quality_value is not None else None)
+        verdict = c.quality_verdict if c.quality_verdict in ("pass", "fail") else "unknown"
+        rows.append(VariantRow(
+            variant_id=c.variant_id, title=c.title, latency=_pcts(t, hw, what=f"{t.kind} A/B"),
+            throughput=Figure.measured(round(1000.0 / t.p50_ms, 2), "requests/s per worker",
+                                       hw, t.samples, what="from p50"),
+            quality=quality, quality_metric=_floor_text(state), quality_verdict=verdict,
+            notes=c.dropped))
+    return rows
+
+
+def _floor_text(state: RunState) -> str:
+    from infertune.optimize.steps import _floor
+
+    return _floor(state).text()
+
+
+def policy_rows(state: RunState) -> list[PolicyRow]:
+    sw = state.sweep
+    if sw is None:
+        return []
+    hw = state.hardware_label
+    basis = f"queueing simulator fed with service times measured on {hw}"
+    rows = []
+    for r in sw.ranked:
+        def pc(stats: Any, validated: Any) -> Percentiles:
+            if validated is not None:
+                return Percentiles(**{k: Figure.measured(round(validated.percentile(k), 3), "ms",
+                                                         hw, max(validated.requests, 1),
+                                                         what="open-loop in-process load test")
+                                      for k in ("p50", "p95", "p99")
+                                      if np.isfinite(validated.percentile(k))})
+            return Percentiles(**{k: Figure(value=round(stats.percentile(k), 3), unit="ms",
+                                            source="estimate", basis=basis)
+                                  for k in ("p50", "p95", "p99")
+                                  if np.isfinite(stats.percentile(k))})
+        rows.append(PolicyRow(
+            policy_id=r.policy_id, variant_id=sw.variant_id,
+            settings={k: r.policy[k] for k in ("max_batch_size", "max_wait_ms", "workers",
+                                               "max_queue")},
+            at_mean=pc(r.at_mean, r.validated_mean), at_peak=pc(r.at_peak, r.validated_peak),
+            goodput=Figure(value=round(r.goodput_rps, 2), unit="requests/s", source="estimate",
+                           basis=basis + "; highest rate that keeps the SLO, by bisection")
+            if r.goodput_rps is not None else None,
+            cost_per_1k=Figure(value=round(r.cost_per_1k_usd, 6), unit="USD per 1,000 requests",
+                               source="estimate", basis="cost_per_hour_usd from the scenario "
+                               "divided by the simulated goodput")
+            if r.cost_per_1k_usd is not None else None,
+            meets_slo=r.at_peak.meets(sw.slo)))
+    return rows
+
+
+def diagnosis(state: RunState) -> Diagnosis:
+    prof, hw = state.profile, state.hardware_label
+    if prof is None:
+        return Diagnosis(summary="not measured: the baseline profile did not run (see notes)")
+    st = prof.stages
+    n = st.summaries["e2e"].count
+    items = []
+    for stage in ("preprocess", "forward", "postprocess", "overhead"):
+        share = st.share_p50.get(stage, 0.0)
+        items.append(DiagnosisItem(
+            stage=stage, likelihood="dominant" if stage == st.dominant_p50 else
+            ("significant" if share >= 15 else "minor"),
+            reason=f"{share:.0f}% of the typical request, {st.share_p99.get(stage, 0):.0f}% "
+                   "of the slowest 1%",
+            time=Figure.measured(round(st.stage_ms(stage, tail=False), 3), "ms", hw, n,
+                                 what="mean in the p40-p60 band"),
+            share=Figure.measured(round(share, 1), "% of p50", hw, n)))
+    e2e = st.summaries["e2e"]
+    qvc = _queueing_text(state)
+    return Diagnosis(
+        summary=(f"At batch 1 the baseline spends most of a typical request in {st.dominant_p50}"
+                 f" and most of its slowest 1% in {st.dominant_p99}."),
+        items=items,
+        figures={"baseline_p50": Figure.measured(round(e2e.p50, 3), "ms", hw, n),
+                 "baseline_p99": Figure.measured(round(e2e.p99, 3), "ms", hw, n)},
+        queueing_vs_compute=qvc,
+        p50_vs_p99=(f"p99 is {e2e.p99 / e2e.p50:.1f}x p50 unloaded; "
+                    + "; ".join(prof.diagnosis[:2])))
+
+
+def _queueing_text(state: RunState) -> str:
+    sw = state.sweep
+    if sw is None:
+        return "not measured: no serving sweep ran"
+    best = sw.best
+    base = state.curve.latency_ms(1) if state.curve is not None else None
+    peak = best.validated_peak or best.at_peak
+    if base is None:
+        return ""
+    return (f"at the peak rate ({sw.peak_rps:g} req/s) the chosen policy's p99 is "
+            f"{peak.p99_ms:.1f} ms against a forward time of {base:.1f} ms at batch 1: the "
+            f"difference is queueing and batching delay")
+
+
+def build_options(state: RunState, inside: bool | None) -> list[Option]:
+    from infertune.report.advisor import _context, risk_budget, to_option
+    from infertune.report.knowledge import HardwareProfile, default_dir, load_knowledge
+    from infertune.report.ranking import rank
+
+    hw = state.hardware_label
+    sc = state.options.scenario
+    options: list[Option] = []
+    kinds: set[str] = set()
+    floor_text = _floor_text(state)
+    floor = _floor_min(state)
+    for c in state.candidates:
+        if c.best_timing is None or c.dropped and c.quality_verdict != "pass":
+            continue
+        b = next((x for x in state.built if x.variant_id == c.variant_id), None)
+        margin = (c.quality_value - floor) if (floor is not None and c.quality_value) else None
+        options.append(opt.variant_option(c, b.manifest if b else {}, margin, hw, floor_text))
+        kinds.add("variant")
+    if state.sweep is not None:
+        o = opt.policy_option(state.sweep, hw, bool(state.validations))
+        if o is not None:
+            options.append(o)
+            kinds.add("policy")
+    io = state.input_options
+    if io is not None:
+        if io.cache is not None:
+            options.append(opt.cache_option(io.cache, None))
+            kinds.add("cache")
+        low = Rated(level="low", reason="a preprocessing setting")
+        if io.trimming is not None:
+            options.append(opt.timed_option(
+                "input-trimming", f"Trim inputs to {io.trim_length} tokens "
+                f"({(io.truncated_share or 0):.1%} of held-out inputs would be cut)",
+                io.trimming, hw, low, Rated(level="medium", reason="cut text can change the "
+                                            "output; check quality on long inputs"),
+                "re-run the quality check with the trimmed max length"))
+            kinds.add("trimming")
+        if io.bucketing is not None:
+            options.append(opt.timed_option(
+                "length-bucketing", "Group batched requests by length (less padding)",
+                io.bucketing, hw, low, Rated(level="low", reason="outputs unchanged"),
+                "load test with length-sorted batching against arrival order"))
+    hwp = HardwareProfile(description=hw, caps=_caps(state))
+    ctx = _context(sc, hwp, sc.traffic.pattern or "steady")
+    kb = load_knowledge([default_dir(), opt.KNOWLEDGE_DIR])
+    covered = opt.skipped_ids(kinds)
+    options += [to_option(e, ctx) for e in kb.applicable(ctx) if e.id not in covered]
+    objective = "cost" if inside else "p95"
+
+    def impact(o: Option) -> float:
+        fig = getattr(o.impact, objective) or o.impact.p95 or o.impact.p50
+        return -fig.mid if fig else 0.0
+
+    ranked = rank(options, impact=impact, effort=lambda o: o.effort.level,
+                  risk=lambda o: o.risk.level, risk_budget=risk_budget(sc))
+    return [r.item.model_copy(update={"within_risk_budget": r.within_risk_budget
+                                      and r.item.within_risk_budget}) for r in ranked]
+
+
+def _floor_min(state: RunState) -> float | None:
+    from infertune.optimize.steps import _floor
+
+    fl = _floor(state)
+    return fl.threshold if fl.kind == "bound" else None
+
+
+def _caps(state: RunState) -> frozenset[str]:
+    hw = state.hardware
+    caps = {"cpu"} | {f for f in hw.flags}
+    if hw.has("avx512_vnni"):
+        caps.add("vnni")
+    if hw.has("avx512_bf16") or hw.has("amx_bf16"):
+        caps.add("cpu_bf16")
+    if hw.gpus:
+        caps.add("gpu")
+    return frozenset(caps)
+
+
+def recommendation(state: RunState) -> tuple[Recommendation, Serving | None]:
+    best: Candidate | None = pick_best(state.candidates)
+    sw = state.sweep
+    policy = sw.best if sw is not None else None
+    if best is None:
+        vid = state.baseline_variant_id
+        why = ("no variant met the quality floor; keep the baseline and take the "
+               "non-quantizing options (serving policy, caching, input handling)"
+               if state.candidates else "no variant was measured; keep the baseline")
+        rec = Recommendation(variant_id=vid, option_id="serving-policy" if policy else None,
+                             policy_id=policy.policy_id if policy else None,
+                             title="Keep the baseline model", reason=why)
+    else:
+        t = best.best_timing
+        assert t is not None
+        rec = Recommendation(
+            variant_id=best.variant_id, option_id=f"variant-{best.variant_id}",
+            policy_id=policy.policy_id if policy else None, title=best.title,
+            reason=(f"fastest variant that meets the quality floor ({best.quality_verdict}); "
+                    f"p95 {t.p95_ms:.2f} ms against {t.base_p95_ms:.2f} ms for the baseline "
+                    f"({t.speedup_p95:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
+                    "each)"))
+    serving = None
+    if policy is not None:
+        serving = Serving(variant_id=sw.variant_id, policy_id=policy.policy_id,
+                          policy=policy.policy, why="best ranked policy of the sweep: meets "
+                          "the SLO at peak first, then the lowest tail, then fewest workers")
+    return rec, serving
+
+
+def build_report(state: RunState) -> dict[str, Any]:
+    from infertune.optimize.reportparts import assemble
+
+    return assemble(state)
+
+
+def write_reports(state: RunState, report: dict[str, Any]) -> None:
+    from infertune.report.plots import render_plots
+    from infertune.report.render import write_report
+
+    model = Report.from_dict(report, source="optimize")
+    write_report(model, state.paths.root)
+    for i, (title, svg) in enumerate(render_plots(model.plots)):
+        name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")
+        (state.paths.plots / f"{i + 1:02d}-{name[:50]}.svg").write_text(svg)
+    write_json(state.paths.root / "run.json", {
+        "stage_seconds": state.stage_seconds,
+        "skipped": [s.to_dict() for s in state.skipped],
+        "candidates": [c.to_dict() for c in state.candidates],
+        "input_options": state.input_options.to_dict() if state.input_options else None})

@@ -1,0 +1,216 @@
+"""The bridge between the policy sweep and the load generator: the scenario's traffic shape as
+arrival schedules, the simulator fed with a measured service curve, the measured slowdown when
+several workers share the cores, and the real open-loop load test that validates a policy.
+
+Traffic shapes (the scenario's ``traffic.pattern``; the mapping is a stated assumption the
+report repeats):
+    steady -> Poisson arrivals (squared CV of gaps 1)
+    bursty -> gamma gaps with burstiness 0.25 (squared CV 4)
+    spiky  -> on-off: the mean rate in gaps, bursts at peak/mean times that rate, 2 s bursts
+              every ~10 s
+    trace  -> the trace file's own gaps, rescaled to the rate asked for
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from infertune.config import ServePolicy, TrafficFacts
+from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule, read_trace
+from infertune.optimize.sweep import SimStats, SimulateFn
+
+BURSTY_B = 0.25
+
+
+def traffic_assumption(traffic: TrafficFacts) -> str:
+    pattern = traffic.pattern or "steady"
+    return {
+        "steady": "steady traffic modelled as Poisson arrivals",
+        "bursty": f"bursty traffic modelled as gamma inter-arrival gaps with burstiness "
+                  f"{BURSTY_B} (squared CV {1 / BURSTY_B:g})",
+        "spiky": "spiky traffic modelled as on-off Poisson bursts (2 s bursts every ~10 s at "
+                 "peak/mean times the base rate)",
+        "trace": f"the trace {traffic.trace} replayed, rescaled to each rate",
+    }[pattern]
+
+
+def schedule_for(traffic: TrafficFacts, rate: float, *, seed: int = 0,
+                 min_requests: int = 2000, max_duration_s: float = 600.0,
+                 duration_s: float | None = None) -> Schedule:
+    """Arrivals at mean ``rate`` with the scenario's shape, long enough for a stable p99."""
+    duration = duration_s or min(max(min_requests / rate, 20.0), max_duration_s)
+    pattern = traffic.pattern or "steady"
+    if pattern == "bursty":
+        spec = ScheduleSpec("gamma", rate=rate, duration_s=duration, seed=seed,
+                            burstiness=BURSTY_B)
+    elif pattern == "spiky":
+        ratio = (traffic.peak_rps / traffic.mean_rps
+                 if traffic.peak_rps and traffic.mean_rps else 3.0)
+        # time-average rate = (8 base + 2 * ratio * base) / 10 = rate  ->  solve for base
+        base = rate * 10.0 / (8.0 + 2.0 * max(ratio, 1.0))
+        spec = ScheduleSpec("onoff", rate=base, peak_rate=base * max(ratio, 1.0),
+                            duration_s=duration, seed=seed, burst_s=2.0, gap_s=8.0)
+    elif pattern == "trace" and traffic.trace is not None:
+        offsets = read_trace(traffic.trace)
+        native = len(offsets) / max(float(offsets[-1]), 1e-9) if len(offsets) > 1 else rate
+        spec = ScheduleSpec("trace", rate=rate, duration_s=None, seed=seed,
+                            trace=traffic.trace, trace_scale=rate / native)
+    else:
+        spec = ScheduleSpec("poisson", rate=rate, duration_s=duration, seed=seed)
+    return build_schedule(spec)
+
+
+@dataclass
+class Contention:
+    """Measured slowdown of one forward call when ``workers`` calls run at once on this
+    machine's cores (1.0 for one worker)."""
+
+    factors: dict[int, float]  # workers -> slowdown
+    batch_size: int
+    samples: int
+
+    def factor(self, workers: int) -> float:
+        if workers in self.factors:
+            return self.factors[workers]
+        known = sorted(self.factors)
+        return self.factors[max(k for k in known if k <= workers)] * workers / max(
+            k for k in known if k <= workers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"factors": {str(k): v for k, v in self.factors.items()},
+                "batch_size": self.batch_size, "samples": self.samples}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Contention:
+        return cls({int(k): v for k, v in data["factors"].items()}, data["batch_size"],
+                   data["samples"])
+
+
+def measure_contention(call: Callable[[], Any], workers: Sequence[int], *, calls: int = 20,
+                       clock: Callable[[], float] = time.perf_counter) -> Contention:
+    """Median call time with w threads calling at once, over the median with one thread."""
+    def median_with(w: int) -> float:
+        times: list[list[float]] = [[] for _ in range(w)]
+
+        def loop(slot: int) -> None:
+            for _ in range(calls):
+                t0 = clock()
+                call()
+                times[slot].append(clock() - t0)
+
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(w)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return float(np.median(np.concatenate([np.asarray(t) for t in times])))
+
+    call()  # warm
+    single = median_with(1)
+    factors = {1: 1.0}
+    for w in sorted(set(workers) - {1}):
+        factors[w] = max(1.0, median_with(w) / single)
+    return Contention(factors, batch_size=1, samples=calls)
+
+
+class _Scaled:
+    """A service curve slowed by a contention factor (the ServiceTime protocol)."""
+
+    def __init__(self, curve: Any, factor: float) -> None:
+        self.curve, self.factor = curve, factor
+
+    def latency_ms(self, batch_size: int, seq_len: int | None = None) -> float:
+        return self.curve.latency_ms(batch_size, seq_len) * self.factor
+
+
+def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention | None = None,
+                   seq_lens: Sequence[int] | None = None, seed: int = 0,
+                   overhead_ms: float = 0.0) -> SimulateFn:
+    """A SimulateFn over ``loadgen.simulate``: arrivals with the scenario's shape at each rate,
+    per-request sequence lengths drawn (seeded) from the data, service from ``curve``.
+    ``overhead_ms`` (measured tokenise + postprocess time per request) is added per batch item
+    since the curve times ``forward`` only."""
+    from infertune.loadgen.simulate import simulate
+
+    schedules: dict[float, Schedule] = {}
+    rng = np.random.default_rng(seed)
+    lens = np.asarray(seq_lens) if seq_lens is not None and len(seq_lens) else None
+
+    class _WithOverhead:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def latency_ms(self, batch_size: int, seq_len: int | None = None) -> float:
+            return self.inner.latency_ms(batch_size, seq_len) + overhead_ms * batch_size
+
+    def run(policy: ServePolicy, rate: float) -> SimStats:
+        key = round(rate, 6)
+        if key not in schedules:
+            schedules[key] = schedule_for(traffic, rate, seed=seed)
+        sched = schedules[key]
+        per_req = (rng.choice(lens, size=len(sched)) if lens is not None else None)
+        factor = contention.factor(policy.workers) if contention else 1.0
+        service = _WithOverhead(_Scaled(curve, factor))
+        res = simulate(sched, service, policy, seq_lens=per_req)
+        return sim_stats(res, rate)
+
+    return run
+
+
+def sim_stats(res: Any, rate: float) -> SimStats:
+    """SimStats from a loadgen SimResult; nothing completed means an unbounded latency."""
+    inf = float("inf")
+    return SimStats(rate=rate, p50_ms=res.p50_ms if res.p50_ms is not None else inf,
+                    p95_ms=res.p95_ms if res.p95_ms is not None else inf,
+                    p99_ms=res.p99_ms if res.p99_ms is not None else inf,
+                    shed=(res.rejected + res.shed) / res.requests if res.requests else 0.0,
+                    utilisation=res.utilisation, mean_batch=res.mean_batch_size,
+                    requests=res.requests)
+
+
+@dataclass
+class Validation:
+    """A real open-loop in-process load test of one policy at one rate."""
+
+    stats: SimStats
+    achieved_rate: float
+    client_lag_p99_ms: float | None
+    seconds: float
+    warnings: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "stats": self.stats.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Validation:
+        return cls(**{**data, "stats": SimStats.from_dict(data["stats"])})
+
+
+def validate_policy(adapter: Any, policy: ServePolicy, traffic: TrafficFacts, rate: float,
+                    inputs: Sequence[Any], *, duration_s: float, seed: int = 0) -> Validation:
+    """Send the scenario's traffic shape at ``rate`` for ``duration_s`` to ``adapter`` behind
+    ``policy`` (loadgen's in-process batcher), latency from the intended send time."""
+    from infertune.loadgen.inprocess import InProcessTarget
+    from infertune.loadgen.runner import run_load
+
+    sched = schedule_for(traffic, rate, seed=seed, duration_s=duration_s)
+    rng = np.random.default_rng(seed)
+    order = [inputs[i] for i in rng.permutation(len(inputs))]
+    target = InProcessTarget(adapter, policy, order)
+    started = time.perf_counter()
+    result = run_load(sched, target)
+    lat = result.latency
+    inf = float("inf")
+    sent = max(result.sent, 1)
+    stats = SimStats(rate=rate, p50_ms=lat.p50 if lat else inf, p95_ms=lat.p95 if lat else inf,
+                     p99_ms=lat.p99 if lat else inf,
+                     shed=(result.sheds + result.errors) / sent,
+                     mean_batch=target.batcher.stats.mean_batch_size, requests=result.sent)
+    return Validation(stats, result.achieved_rate, result.client_lag_ms.get("p99"),
+                      time.perf_counter() - started, list(result.warnings))

@@ -1,0 +1,292 @@
+"""The stages of ``optimize`` (run.py gives the order). Each takes the RunState, the Budget and
+the Progress display; each checks the budget first and, when it cannot do its work properly,
+records what it skipped and what it would have needed instead of measuring badly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infertune.optimize.run import RunState, write_json, write_scenario
+from infertune.optimize.search import (
+    NEED_PROPER_S,
+    NEED_QUICK_S,
+    Budget,
+    Candidate,
+    Progress,
+    batch1_requests,
+    measure_against_baseline,
+    pick_best,
+    select_survivors,
+)
+
+NEED_PROFILE_S = 15.0
+NEED_REFERENCE_S = 5.0
+NEED_BUILD_S = 20.0
+NEED_SERVING_S = 20.0
+NEED_INPUTS_S = 10.0
+
+
+@dataclass
+class BuiltVariant:
+    variant_id: str
+    path: Path | None
+    title: str
+    skipped: str | None = None  # why the pass did not build
+    is_baseline: bool = False
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+def setup(state: RunState, budget: Budget, progress: Progress) -> None:
+    from infertune import hardware
+    from infertune.models import load
+
+    opts = state.options
+    hw = hardware.detect()
+    state.hardware = hw
+    state.hardware_label = (f"{hw.cpu_model} ({hw.effective_cores} effective cores"
+                            + (f", cgroup quota {hw.cpu_quota:g}" if hw.cpu_quota else "") + ")")
+    write_json(state.paths.hardware, hw.to_dict())
+    write_scenario(state.paths, opts.scenario,
+                   {"hardware": state.hardware_label, "model": opts.model,
+                    "data": opts.data.source, "examples": len(opts.data)})
+    progress.tick(f"loading {opts.model}")
+    state.baseline = load(opts.model)
+    n_quality = 128 if opts.quick else 400
+    state.quality_inputs = list(opts.data.inputs[:n_quality])
+    state.requests = batch1_requests(opts.data.inputs, 400, seed=opts.seed)
+
+
+def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> None:
+    from infertune.measure.profile import ProfileSettings, profile
+
+    if not budget.allows(NEED_PROFILE_S):
+        state.skip("baseline profile", "time budget exhausted", NEED_PROFILE_S)
+        return
+    quick = state.options.quick or budget.left() < 120
+    settings = ProfileSettings(
+        batch_sizes=(1, 4, 16) if quick else (1, 2, 4, 8, 16), requests=30 if quick else 90,
+        rounds=3, warmup=3 if quick else 10, curve_repeats=3 if quick else 5,
+        curve_seconds_per_point=0.2 if quick else 0.4, hotspot_calls=2 if quick else 3,
+        cold_start=not quick and budget.left() > 240, seed=state.options.seed)
+    ref = state.options.model
+    state.profile = profile(
+        state.baseline, state.options.data.inputs, settings=settings,
+        model_ref=ref if settings.cold_start else None, data_source=state.options.data.source,
+        progress=lambda step, done, total: progress.tick(f"{step} {done}/{total}"),
+        hardware=state.hardware.to_dict())
+    write_json(state.paths.profile, state.profile.to_dict())
+
+
+def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> None:
+    from infertune.quality import run_outputs
+
+    if not budget.allows(NEED_REFERENCE_S):
+        state.skip("quality reference outputs", "time budget exhausted", NEED_REFERENCE_S)
+        return
+    progress.tick(f"baseline outputs on {len(state.quality_inputs)} held-out inputs")
+    state.reference = run_outputs(state.baseline, state.quality_inputs, batch_size=16,
+                                  source=state.options.data.source)
+
+
+def build(state: RunState, budget: Budget, progress: Progress, builder: Any) -> None:
+    from infertune.optimize.builder import default_builder
+
+    if not budget.allows(NEED_BUILD_S):
+        state.skip("variant building", "time budget exhausted", NEED_BUILD_S)
+        return
+    make = builder or default_builder
+    share = budget.share(0.45 if not state.options.quick else 0.5)
+    state.built = make(state, share, progress)
+    for b in state.built:
+        if b.skipped:
+            state.skip(f"variant {b.variant_id}", b.skipped)
+        elif b.is_baseline:
+            state.baseline_variant_id = b.variant_id
+
+
+def _floor(state: RunState) -> Any:
+    from infertune.quality import floor_from_config, parse_floor
+
+    cfg = state.options.scenario.constraints.quality_floor
+    if cfg is not None:
+        return floor_from_config(cfg)
+    task = state.baseline.info.task
+    return parse_floor({"embedding": "mean_cosine>=0.99", "classification":
+                        "argmax_agreement>=0.99"}.get(task, "max_rel_diff<=0.01"))
+
+
+def quality_metrics(task: str) -> list[str]:
+    return {"embedding": ["mean_cosine", "min_cosine", "knn_agreement@10", "max_abs_diff"],
+            "classification": ["argmax_agreement", "max_abs_diff"]}.get(task, ["max_abs_diff"])
+
+
+def judge(state: RunState, adapter: Any, variant_id: str, folder: Path | None) -> Any:
+    """Run ``adapter`` on the quality subset and judge it against the floor (quality.json)."""
+    from infertune.quality import evaluate_outputs, run_outputs
+
+    outputs = run_outputs(adapter, state.quality_inputs, batch_size=16,
+                          source=state.options.data.source)
+    labels = state.options.data.labels
+    task = state.baseline.info.task
+    result = evaluate_outputs(
+        state.reference, outputs,
+        labels[:len(state.quality_inputs)] if labels is not None else None, _floor(state),
+        task, quality_metrics(task), seed=state.options.seed, baseline_name="baseline",
+        variant_name=variant_id, data_source=state.options.data.source)
+    if folder is not None:
+        result.save(folder / "quality.json")
+    return result
+
+
+def _candidate(variant_id: str, title: str, result: Any) -> Candidate:
+    if result is None:
+        return Candidate(variant_id, title, "unknown", None, None)
+    check = result.floor_check
+    return Candidate(variant_id, title, result.verdict, check.estimate,
+                     (check.ci_low, check.ci_high))
+
+
+def screen(state: RunState, budget: Budget, progress: Progress) -> None:
+    """Quick timing and the quality verdict of every built variant."""
+    from infertune.models import load
+
+    for b in state.built:
+        if b.skipped or b.is_baseline or b.path is None:
+            continue
+        need = NEED_QUICK_S + NEED_REFERENCE_S
+        if not budget.allows(need):
+            state.skip(f"screening {b.variant_id}", "time budget exhausted", need)
+            continue
+        progress.tick(f"screening {b.variant_id}")
+        adapter = load(b.path)
+        state.adapters[b.variant_id] = adapter
+        result = judge(state, adapter, b.variant_id, b.path) if state.reference is not None \
+            else None
+        cand = _candidate(b.variant_id, b.title, result)
+        quick_s = min(max(NEED_QUICK_S, budget.left() * 0.03), 10.0)
+        cand.quick = measure_against_baseline(
+            _compare(), state.baseline.predict, adapter.predict, b.variant_id, state.requests,
+            kind="quick", budget_s=quick_s, seed=state.options.seed)
+        write_json(b.path / "latency.json", {"quick": cand.quick.to_dict()})
+        state.candidates.append(cand)
+
+
+def _compare() -> Any:
+    from infertune.measure.compare import run_interleaved
+
+    return run_interleaved
+
+
+def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
+    """Measure the survivors properly, interleaved against the baseline."""
+    keep = 1 if state.options.quick else 3
+    survivors = select_survivors(state.candidates, keep=keep)
+    for i, cand in enumerate(survivors):
+        remaining = len(survivors) - i
+        per = min(budget.share(0.35 / remaining), 40.0)
+        if per < NEED_PROPER_S and not (state.options.quick and per >= NEED_QUICK_S):
+            state.skip(f"interleaved measurement of {cand.variant_id}",
+                       f"only {per:.0f} s left for it; the quick figure stands",
+                       NEED_PROPER_S)
+            continue
+        progress.tick(f"interleaved trials: {cand.variant_id} vs baseline")
+        adapter = state.adapters[cand.variant_id]
+        cand.proper = measure_against_baseline(
+            _compare(), state.baseline.predict, adapter.predict, cand.variant_id,
+            state.requests, kind="proper", budget_s=per, seed=state.options.seed + 1)
+        folder = _folder(state, cand.variant_id)
+        if folder is not None:
+            write_json(folder / "latency.json",
+                       {"quick": cand.quick.to_dict() if cand.quick else None,
+                        "proper": cand.proper.to_dict()})
+
+
+def _folder(state: RunState, variant_id: str) -> Path | None:
+    for b in state.built:
+        if b.variant_id == variant_id:
+            return b.path
+    return None
+
+
+def best_adapter(state: RunState) -> tuple[str, Any]:
+    best = pick_best(state.candidates)
+    if best is not None:
+        return best.variant_id, state.adapters[best.variant_id]
+    return state.baseline_variant_id or "baseline", state.baseline
+
+
+def serving(state: RunState, budget: Budget, progress: Progress) -> None:
+    from infertune.optimize.policy import run_sweep
+
+    if not budget.allows(NEED_SERVING_S):
+        state.skip("serving-policy sweep", "time budget exhausted", NEED_SERVING_S)
+        return
+    run_sweep(state, budget, progress)
+
+
+def candidate_models(state: RunState, budget: Budget, progress: Progress) -> None:
+    from infertune.optimize.policy import run_candidates
+
+    if state.options.candidates:
+        run_candidates(state, budget, progress)
+
+
+def input_options(state: RunState, budget: Budget, progress: Progress) -> None:
+    from infertune.optimize.inputs import (
+        InputOptions,
+        cache_estimate,
+        measure_bucketing,
+        measure_trimming,
+        trim_length_for,
+    )
+
+    data = state.options.data
+    notes: list[str] = []
+    cache = cache_estimate(data.inputs, f"held-out data {data.source}")
+    opts = InputOptions(cache, None, None, None, None, notes)
+    state.input_options = opts
+    variant_id, adapter = best_adapter(state)
+    texts = [x for x in data.inputs if isinstance(x, str)]
+    if not texts or not hasattr(adapter, "pre") or not hasattr(adapter, "token_lengths"):
+        notes.append("input trimming and length bucketing apply to text models only")
+        return
+    lengths = adapter.token_lengths(texts)
+    opts.trim_length, opts.truncated_share = trim_length_for(lengths, keep=0.99)
+    current = adapter.pre.max_length
+    if not budget.allows(2 * NEED_INPUTS_S):
+        state.skip("input trimming and bucketing timings", "time budget exhausted",
+                   2 * NEED_INPUTS_S)
+        return
+    per = min(budget.share(0.4), 12.0)
+    if opts.trim_length < current:
+        progress.tick(f"timing input trimming on {variant_id}")
+        opts.trimming = measure_trimming(adapter, texts, opts.trim_length, compare=_compare(),
+                                         budget_s=per / 2, seed=state.options.seed)
+    else:
+        notes.append(f"the 99th-percentile input ({opts.trim_length} tokens) already fits the "
+                     f"max length {current}; trimming would cut nothing worth measuring")
+    if len(texts) >= 32:
+        progress.tick(f"timing length bucketing on {variant_id}")
+        opts.bucketing = measure_bucketing(adapter, texts, lengths, compare=_compare(),
+                                           budget_s=per / 2, seed=state.options.seed)
+
+
+def timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+def token_lengths(adapter: Any, inputs: Sequence[Any]) -> list[int] | None:
+    texts = [x for x in inputs if isinstance(x, str)]
+    if not texts or not hasattr(adapter, "token_lengths"):
+        return None
+    max_len = getattr(getattr(adapter, "pre", None), "max_length", None)
+    lengths = np.asarray(adapter.token_lengths(texts))
+    return list(np.minimum(lengths, max_len) if max_len else lengths)
