@@ -16,7 +16,6 @@ from infertune.errors import ConfigError, NotBuiltError
 # cli/__init__.py catches click.* exceptions, but typer 0.29 vendors click and raises
 # typer._click.* (subclasses of typer.TyperException), so usage errors currently exit 3.
 # strict: once main() catches them, these XPASS and fail, so the marker gets removed.
-USAGE_BUG = pytest.mark.xfail(strict=True, reason="main() misses typer's vendored click errors")
 
 COMMANDS = ["doctor", "profile", "optimize", "loadtest", "report", "compare", "advise", "serve"]
 
@@ -59,13 +58,11 @@ def test_doctor_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "avx512_vnni" in out and "not applicable" in out and "fp16" in out
 
 
-@USAGE_BUG
 def test_unknown_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor", "--no-such-option"]) == 2
     assert "--no-such-option" in capsys.readouterr().err
 
 
-@USAGE_BUG
 def test_unknown_command_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["no-such-command"]) == 2
     assert "no-such-command" in capsys.readouterr().err

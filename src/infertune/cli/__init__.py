@@ -12,8 +12,8 @@ import tempfile
 import traceback
 from pathlib import Path
 
-import click
 import typer
+from typer._click import exceptions as click_errors  # typer vendors its own click
 
 from infertune.cli import (
     advise,
@@ -49,12 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args if a != "--debug"]
     try:
         app(args=args, prog_name="infertune", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         typer.echo("aborted", err=True)
         return 1
-    except click.ClickException as exc:  # usage errors: bad option, missing argument
+    except click_errors.ClickException as exc:  # usage errors: bad option, missing argument
         exc.show()
         return 2
     except InfertuneError as exc:
