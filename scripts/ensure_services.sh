@@ -7,8 +7,10 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != "0" ]; then
-  echo "ensure_services: missing ${missing[*]}; install them (apt-get install ${missing[*]}) or run as root" >&2
-  exit 1
+  # Not root: the tests that need these services fail with this same hint (in CI they must run).
+  echo "ensure_services: WARNING: missing ${missing[*]}; install them with" \
+       "'sudo apt-get install ${missing[*]}' before running the integration tests" >&2
+  exit 0
 fi
 echo "ensure_services: installing ${missing[*]} from Debian's packages"
 export DEBIAN_FRONTEND=noninteractive
