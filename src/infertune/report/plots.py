@@ -1,6 +1,6 @@
-"""Plots for the HTML report, drawn with matplotlib's Agg backend into inline SVG strings (no
-files, no network, no JavaScript). Each function returns None when its data is absent, so the
-renderer simply leaves the plot out (advise reports have none).
+"""Plots for the HTML report, drawn with matplotlib (Figure objects, no pyplot) into inline
+SVG strings (no files, no network, no JavaScript). Each function returns None when its data
+is absent, so the renderer simply leaves the plot out (advise reports have none).
 
 Plots only draw the figures already in the report; they compute nothing new.
 """
@@ -16,12 +16,9 @@ MAX_SERIES = 7
 
 
 def _figure(width: float = 6.4, height: float = 3.6):  # type: ignore[no-untyped-def]
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure as MplFigure
 
-    # a Figure object (not pyplot) keeps no global state between reports
+    # a Figure object, not pyplot: no backend switch, no global state between reports
     fig = MplFigure(figsize=(width, height), dpi=100)
     return fig, fig.add_subplot(111)
 
@@ -34,7 +31,7 @@ def _svg(fig, salt: str) -> str:  # type: ignore[no-untyped-def]
     # a fixed salt per plot: element ids are stable (same report -> same bytes) and differ
     # between the plots that share one HTML page
     with matplotlib.rc_context({"svg.hashsalt": salt}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     text = buf.getvalue()
     return text[text.index("<svg"):]  # drop the XML prolog and doctype for inline use
 
@@ -72,7 +69,9 @@ def stage_breakdown_svg(data: PlotData) -> str | None:
     unit = groups[0].stages[0].time.unit if groups[0].stages else ""
     ax.set_xlabel(f"time per request ({unit})")
     ax.set_title("Where the time goes, by stage")
-    ax.legend(fontsize=8)
+    # below the axes: inside, it would hide the bars it explains
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18),
+              ncol=min(len(stages), 4), frameon=False)
     return _svg(fig, "stage_breakdown")
 
 
@@ -110,6 +109,7 @@ def quality_speed_svg(data: PlotData) -> str | None:
     ax.set_xlabel(f"speed ({points[0].speed.unit})")
     ax.set_ylabel(f"quality ({points[0].quality.unit})")
     ax.set_title("Quality against speed")
+    ax.margins(0.12)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _svg(fig, "quality_speed")

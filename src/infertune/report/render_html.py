@@ -28,7 +28,8 @@ th{background:#f3f5f7}tr:nth-child(even) td{background:#fafbfc}
 .fig{white-space:nowrap}.estimate{color:#8a5a00}.measured{color:#0b6e2e}
 .level-low{color:#0b6e2e}.level-medium{color:#8a5a00}.level-high{color:#b00020}
 .plot{margin:1em 0;border:1px solid #e3e3e3;padding:.5em;overflow-x:auto}
-.plot svg{max-width:100%;height:auto}
+.plot svg{width:100%;max-width:820px;height:auto;display:block}
+.wide{overflow-x:auto}td{overflow-wrap:anywhere}td.n{white-space:nowrap}
 .note{color:#555;font-size:.9em}ul{padding-left:1.3em}
 """
 
@@ -102,13 +103,14 @@ def _options_table(options: list[Option], short: bool, inside_slo: bool = False)
         effort = o.effort.level if short else f"{o.effort.level}: {o.effort.reason}"
         risk = o.risk.level if short else f"{o.risk.level}: {o.risk.reason}"
         rows.append(
-            f"<tr><td>{i}</td><td>{escape(o.title)}</td><td>{impact}</td>"
+            f'<tr><td class="n">{i}</td><td>{escape(o.title)}</td><td>{impact}</td>'
             f'<td class="level-{o.effort.level}">{escape(effort)}</td>'
             f'<td class="level-{o.risk.level}">{escape(risk + budget)}</td>'
             f"<td>{escape(o.verify)}</td></tr>")
-    return ("<table><thead><tr><th>#</th><th>Option</th><th>Impact</th><th>Effort</th>"
+    return ('<div class="wide"><table><thead><tr><th>#</th><th>Option</th><th>Impact</th>'
+            "<th>Effort</th>"
             "<th>Risk</th><th>How to verify</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+            + "".join(rows) + "</tbody></table></div>")
 
 
 def _plots(r: Report) -> list[str]:
@@ -182,8 +184,8 @@ def _policies(r: Report) -> list[str]:
     head = "".join(f"<th>{h}</th>" for h in (
         "Policy", "Variant", "Settings", "p50 mean", "p95 mean", "p99 mean", "p50 peak",
         "p95 peak", "p99 peak", "Goodput", "Cost per 1k", "Meets SLO"))
-    return [f"<h3>Serving policies</h3><table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>"]
+    return [f'<h3>Serving policies</h3><div class="wide"><table><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>"]
 
 
 def _pct_cells(p: Percentiles) -> str:

@@ -1,33 +1,25 @@
 """Fixtures for the report tests: scenario files written by the tests, and a measured report
-shaped like the one optimize writes (variants, policies, plots)."""
+shaped like the one optimize writes (built in report_samples.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from infertune.config import load_scenario
-from infertune.report.advisor import advise
-from infertune.report.schema import (
-    Figure,
-    Percentiles,
-    PlotData,
-    PolicyRow,
-    QualitySpeedPoint,
-    Recommendation,
-    Report,
-    Series,
-    StageGroup,
-    StageTime,
-    VariantRow,
-)
+from infertune.report.schema import Report
 
-REPO = Path(__file__).resolve().parents[3]
-RERANKER = REPO / "examples" / "scenarios" / "reranker-t4.yaml"
-HW = "2-core AMD EPYC (test fixture)"
+
+def load_samples():  # type: ignore[no-untyped-def]
+    """report_samples.py by path, so the integration test can share it without packages."""
+    path = Path(__file__).with_name("report_samples.py")
+    spec = importlib.util.spec_from_file_location("infertune_report_samples", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 @pytest.fixture
@@ -39,60 +31,6 @@ def write_scenario(tmp_path: Path) -> Callable[[dict, str], Path]:
     return write
 
 
-def _pcts(p50: float, p95: float, p99: float, n: int = 2000) -> Percentiles:
-    return Percentiles(p50=Figure.measured(p50, "ms", HW, n), p95=Figure.measured(p95, "ms", HW, n),
-                       p99=Figure.measured(p99, "ms", HW, n))
-
-
-def _cdf(label: str, scale: float) -> Series:
-    pts = [(scale * (1 + i / 10), i / 20) for i in range(21)]
-    return Series(label=label, x_unit="ms", y_unit="fraction", points=pts, source="measured",
-                  basis=f"measured on {HW} with 2000 samples")
-
-
-def build_measured_report() -> Report:
-    """An advice report for the reranker, with the measured sections optimize would add."""
-    report = advise(load_scenario(RERANKER))
-    variants = [
-        VariantRow(variant_id="baseline", title="torch eager fp32", latency=_pcts(13.4, 20.1, 25.0),
-                   quality=Figure.measured(1.0, "mean cosine", HW, 600),
-                   quality_metric="mean_cosine", quality_verdict="pass"),
-        VariantRow(variant_id="ort-int8-pc", title="ORT INT8 per-channel",
-                   latency=_pcts(2.6, 4.0, 5.5),
-                   throughput=Figure.measured(380.0, "requests/s", HW, 2000),
-                   quality=Figure.measured(0.992, "mean cosine", HW, 600),
-                   quality_metric="mean_cosine", quality_verdict="pass"),
-    ]
-    policies = [PolicyRow(policy_id="b8-w2", variant_id="ort-int8-pc",
-                          settings={"max_batch_size": 8, "max_wait_ms": 2.0, "workers": 1},
-                          at_mean=_pcts(3.0, 5.0, 7.0), at_peak=_pcts(4.0, 9.0, 14.0),
-                          goodput=Figure.measured(150.0, "requests/s", HW, 3000),
-                          cost_per_1k=Figure.measured(0.0002, "USD", HW, 3000), meets_slo=True)]
-    plots = PlotData(
-        latency_cdf=[_cdf("baseline", 13.0), _cdf("ort-int8-pc", 2.5)],
-        stage_breakdown=[StageGroup(label="baseline", stages=[
-            StageTime(stage="tokenise", time=Figure.measured(0.4, "ms", HW, 500)),
-            StageTime(stage="forward", time=Figure.measured(12.6, "ms", HW, 500)),
-            StageTime(stage="postprocess", time=Figure.measured(0.1, "ms", HW, 500))])],
-        p99_vs_load=[Series(label="b8-w2", x_unit="requests/s", y_unit="ms",
-                            points=[(20, 6.0), (60, 9.0), (120, 20.0)], source="measured",
-                            basis=f"measured on {HW} with 3000 samples per point")],
-        quality_vs_speed=[
-            QualitySpeedPoint(label="baseline", speed=Figure.measured(1.0, "x", HW, 2000),
-                              quality=Figure.measured(1.0, "mean cosine", HW, 600), on_front=True),
-            QualitySpeedPoint(label="ort-int8-pc", speed=Figure.measured(5.0, "x", HW, 2000),
-                              quality=Figure.measured(0.992, "mean cosine", HW, 600),
-                              on_front=True),
-            QualitySpeedPoint(label="torch-int8", speed=Figure.measured(3.0, "x", HW, 2000),
-                              quality=Figure.measured(0.941, "mean cosine", HW, 600))],
-    )
-    return report.model_copy(update={
-        "kind": "run", "hardware": HW, "variants": variants, "policies": policies,
-        "plots": plots, "recommendation": Recommendation(
-            variant_id="ort-int8-pc", title="ORT INT8 per-channel",
-            reason="fastest variant that meets the floor")})
-
-
 @pytest.fixture
 def measured_report() -> Report:
-    return build_measured_report()
+    return load_samples().build_measured_report()

@@ -1,0 +1,128 @@
+"""Renderers: the Markdown summary/details split and word count, the offline HTML (no scripts,
+no network references, plots only where there is data), `infertune report` re-rendering, and
+the interactive interview."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from infertune.cli import app, main
+from infertune.config import Scenario
+from infertune.report.interview import interview
+from infertune.report.render import render, write_report
+from infertune.report.render_md import SUMMARY_END, render_markdown, summary_word_count
+from infertune.report.schema import Report
+
+
+def test_summary_word_count_counts_only_the_summary() -> None:
+    md = "# Title\n\nOne two three | --- |\n\n" + SUMMARY_END + "\n\nfour five six seven"
+    assert summary_word_count(md) == 4  # Title One two three; pipes and rules do not count
+
+
+def test_measured_report_markdown(measured_report) -> None:
+    md = render_markdown(measured_report)
+    summary, details = md.split(SUMMARY_END)
+    assert "_Measured on 2-core AMD EPYC (test fixture)" in summary
+    assert "**Recommendation:** variant `ort-int8-pc`" in summary
+    assert "### Variants (measured)" in details and "### Serving policies" in details
+    assert "| ort-int8-pc | 2.6 ms (measured) | 4 ms (measured) | 5.5 ms (measured) |" in details
+    assert "max_batch_size=8, max_wait_ms=2.0, workers=1" in details
+    assert summary_word_count(md) < 700
+
+
+def test_html_is_self_contained_with_plots_for_measured_data(measured_report) -> None:
+    html = render(measured_report, "html")
+    assert html.count("<svg") == 4
+    for title in ("Latency CDF of the variants", "Stage breakdown",
+                  "p99 against load for the top serving policies",
+                  "Quality against speed (Pareto front)"):
+        assert title in html
+    assert "<script" not in html.lower()
+    assert not re.search(r"(src|href)=\"(https?:)?//", html)  # nothing fetched from the network
+    assert "<link" not in html and "@import" not in html
+    assert render(measured_report, "html") == html  # deterministic (fixed SVG id salt)
+
+
+def test_advice_html_leaves_plots_out(measured_report) -> None:
+    advice = measured_report.model_copy(update={"plots": type(measured_report.plots)()})
+    html = render(advice, "html")
+    assert "<svg" not in html and "<h2>Plots</h2>" not in html
+    assert "<h2>Summary</h2>" in html and "<h2>Details</h2>" in html
+
+
+def test_report_command_rerenders_a_run_folder(tmp_path, measured_report, capsys) -> None:
+    run = tmp_path / "runs" / "demo"
+    measured_report.save_json(run / "report.json")
+    assert main(["report", str(run)]) == 0
+    assert (run / "report.md").read_text() == render_markdown(measured_report)
+    assert (run / "report.html").read_text().startswith("<!DOCTYPE html>")
+    capsys.readouterr()
+    assert main(["report", str(run / "report.json"), "--format", "json"]) == 0
+    assert capsys.readouterr().out == render(measured_report, "json")
+
+
+def test_report_command_accepts_advise_json_output(tmp_path, capsys) -> None:
+    scenario = Path(__file__).resolve().parents[3] / "examples/scenarios/reranker-t4.yaml"
+    folder = tmp_path / "advice"
+    assert main(["advise", str(scenario), "--format", "json", "--out",
+                 str(folder / "report.json")]) == 0
+    assert main(["report", str(folder), "--format", "md"]) == 0
+    assert "480" in capsys.readouterr().out
+    written = write_report(Report.load_json(folder / "report.json"), folder)
+    assert sorted(p.name for p in written.values()) == ["report.html", "report.json",
+                                                        "report.md"]
+
+
+def test_report_command_bad_inputs_exit_1(tmp_path, capsys) -> None:
+    assert main(["report", str(tmp_path)]) == 1
+    assert "report.json not found" in capsys.readouterr().err
+    (tmp_path / "report.json").write_text('{"schema": "other"}')
+    assert main(["report", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an infertune.report/v1 report" in err
+
+
+def test_interview_asks_each_missing_fact_and_reasks_bad_answers() -> None:
+    sc = Scenario.from_dict({"model": {"family": "cnn", "task": "detection"},
+                             "slo": {"p95_ms": 40}})
+    answers = iter(["server",            # deployment.target
+                    "fast", "30", "", "", # current p95: not a number, then 30; skip p99, rps
+                    "T5", "T4", "",      # gpu: unknown then T4; skip cpu
+                    "", "",              # inputs skipped
+                    "wavy", "spiky", "10", "5",  # pattern bad then ok; mean 10; peak 5 < mean
+                    "", "",              # peak skipped after the error; then cost skipped
+                    ])
+    prompts: list[str] = []
+    said: list[str] = []
+
+    def ask(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(answers)
+
+    done = interview(sc, ask=ask, say=said.append)
+    assert done.deployment.target == "server"
+    assert done.current.p95_ms == 30 and done.current.rps is None
+    assert done.deployment.hardware.gpu == "T4"
+    assert done.traffic.pattern == "spiky" and done.traffic.mean_rps == 10
+    assert done.traffic.peak_rps is None
+    assert prompts[0] == ("Deployment target [server|container|edge|managed-endpoint|"
+                          "serverless] (e.g. server; empty to skip)")
+    assert said[0] == "'fast' is not a number; e.g. 480"
+    assert said[1].startswith("unknown GPU 'T5'")
+    assert "traffic.pattern = 'wavy' is not allowed" in said[2]
+    assert "peak_rps (5.0) is below mean_rps (10.0)" in said[3]
+    assert sc.deployment.target is None  # the input scenario is unchanged
+
+
+def test_advise_interactive_on_the_command_line(tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("model: {family: cnn, task: detection}\nslo: {p95_ms: 40}\n")
+    answers = "edge\n\n\n\nJetson Orin\n\n\n\nsteady\n\n\n\n"
+    result = CliRunner().invoke(app, ["advise", str(path), "--interactive"], input=answers)
+    assert result.exit_code == 0, result.output
+    assert "Deployment target [server|" in result.output
+    assert "one Jetson Orin" in result.output
+    assert "Redis" not in result.output.split(SUMMARY_END)[0]
