@@ -127,15 +127,15 @@ def output_summaries(outputs: np.ndarray, task: str, seed: int = 0,
 
 def compare_summary(name: str, kind: SummaryKind, reference: np.ndarray, current: np.ndarray,
                     thresholds: DriftThresholds) -> SummaryDrift:
+    if kind == "categorical":
+        value = psi_categorical(reference, current)
+        return SummaryDrift(name, kind, _band(value, None, thresholds), psi=value)
     scale = max(float(np.abs(reference).max()), 1e-12)
     if np.ptp(reference) <= 1e-6 * scale:
         same = bool(np.abs(current - reference[0]).max() <= 1e-6 * scale)
         return SummaryDrift(name, kind, "stable" if same else "shifted", note=(
             "constant in the reference, so it cannot be binned; the current set is "
             + ("the same constant" if same else "not")))
-    if kind == "categorical":
-        value = psi_categorical(reference, current)
-        return SummaryDrift(name, kind, _band(value, None, thresholds), psi=value)
     value = psi(reference, current, thresholds.bins)
     stat, pvalue = ks_test(reference, current)
     return SummaryDrift(name, kind, _band(value, pvalue, thresholds), value, stat, pvalue)

@@ -196,7 +196,7 @@ def _more_examples(estimate: float, low: float, high: float, limit: float,
     return more, (f"inconclusive: need ~{more} more examples (estimate: the CI half-width "
                   f"{half:.3g} shrinks about as 1/sqrt(n) and must fall below the gap {gap:.3g} "
                   f"to the floor, so about n*(half/gap)^2 = {needed} examples in all, if the "
-                  "estimate holds)")
+                  "estimate holds; at that size the CI just reaches the floor, so budget more)")
 
 
 def _check_extreme(floor: Floor, metric: Metric, draws: Draws, n: int) -> FloorCheck:
