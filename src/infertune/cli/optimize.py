@@ -1,17 +1,166 @@
-"""`infertune optimize` — not built yet (issue #7)."""
+"""`infertune optimize MODEL --scenario FILE [--data FILE] [--out runs/NAME] [--budget 10m]
+[--quick] [--json OUT] [--candidate MODEL ...]`: the whole job, into a run directory."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
-from infertune.errors import NotBuiltError
+from infertune.errors import ConfigError
+
+HELP = ("Profile MODEL, build the variants that apply on this machine, check each against the "
+        "scenario's quality floor, measure the survivors against the baseline, sweep serving "
+        "policies at the scenario's traffic, and write a ranked report (report.json, report.md, "
+        "report.html) into a run directory. report.json names the recommended variant "
+        "(recommendation.variant_id, a folder under variants/) and the serving policy "
+        "(serving.policy) that `infertune serve` reads.")
+MIN_BUDGET_S = 45.0  # setup + a quick profile + one variant screened + the report
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "optimize",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        help="Not built yet (issue #7).",
-    )
-    def _not_built() -> None:
-        raise NotBuiltError("infertune optimize is not built yet (issue #7)")
+    @app.command("optimize", help=HELP)
+    def optimize_cmd(
+        model: Annotated[str, typer.Argument(help="Model reference, e.g. 'minilm' or a path.")],
+        scenario: Annotated[Path, typer.Option("--scenario", help="Scenario YAML file.")],
+        data: Annotated[Path | None, typer.Option(
+            "--data", help="Held-out data (.jsonl/.csv/.npz); minilm defaults to its bundled "
+            "set.")] = None,
+        out: Annotated[Path | None, typer.Option(
+            "--out", help="Run directory (default runs/<model>-<time>).")] = None,
+        budget: Annotated[str | None, typer.Option(
+            "--budget", help="Time budget for the whole run, e.g. 5m or 90s (default 5.5m; "
+            "1.5m with --quick).")] = None,
+        quick: Annotated[bool, typer.Option(
+            "--quick", help="Fewer variants, shorter measurements.")] = False,
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="Also write report.json here.")] = None,
+        candidate: Annotated[list[str] | None, typer.Option(
+            "--candidate", help="Another (smaller) model to measure and cascade; repeatable."
+        )] = None,
+        seed: Annotated[int, typer.Option("--seed")] = 0,
+    ) -> None:
+        from infertune.cli._common import quiet_libraries, write_json
+        from infertune.config import load_scenario
+        from infertune.optimize.run import (
+            DEFAULT_BUDGET_S,
+            QUICK_BUDGET_S,
+            OptimizeOptions,
+            optimize,
+        )
+
+        sc = load_scenario(scenario)
+        budget_s = _budget(budget, QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
+        held = _data(model, data)
+        quiet_libraries()
+        folder = out or Path("runs") / f"{Path(model).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        options = OptimizeOptions(model=model, scenario=sc, data=held, out=folder,
+                                  budget_s=budget_s, quick=quick, candidates=candidate or [],
+                                  seed=seed, scenario_source=str(scenario))
+        with _Display(budget_s) as display:
+            outcome = optimize(options, progress=display)
+        if json_out is not None:
+            write_json(json_out, outcome.report)
+        _summary(outcome)
+
+
+def _budget(text: str | None, default: float) -> float:
+    from infertune.loadgen.schedules import parse_duration
+
+    seconds = parse_duration(text) if text is not None else default
+    if seconds < MIN_BUDGET_S:
+        raise ConfigError(
+            f"a budget of {seconds:g} s is too small to measure anything: optimize needs at "
+            f"least {MIN_BUDGET_S:g} s (about 10 s to load and profile the baseline, 15 s to "
+            "build and screen one variant, 10 s to time it against the baseline, 10 s for the "
+            "report) and about 5 minutes for a full run; pass --budget 1m with --quick, or "
+            "--budget 5m")
+    return seconds
+
+
+def _data(model: str, path: Path | None) -> Any:
+    from infertune.data import default_heldout, read_heldout
+
+    if path is not None:
+        return read_heldout(path)
+    if model == "minilm":
+        return default_heldout()
+    raise ConfigError(f"no held-out data for {model!r}; pass --data with a .jsonl, .csv or "
+                      ".npz file of typical inputs (the bundled set is for minilm only)")
+
+
+class _Display:
+    """rich progress on stderr: stage, current step and the time left."""
+
+    def __init__(self, budget_s: float) -> None:
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.budget_s = budget_s
+        self.started = time.monotonic()
+        self.console = Console(stderr=True)
+        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}"),
+                                 TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[left]}"), console=self.console,
+                                 transient=True)
+        self.task = self.progress.add_task("", stage="starting", left="")
+        self._stage = "starting"
+
+    def __enter__(self) -> _Display:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def _left(self) -> str:
+        left = max(0.0, self.budget_s - (time.monotonic() - self.started))
+        return f"{left:.0f} s of budget left"
+
+    def stage(self, name: str, detail: str = "") -> None:
+        self._stage = name
+        self.console.print(f"[dim]stage:[/] {name} ({self._left()})")
+        self.progress.update(self.task, stage=name, description=detail, left=self._left())
+
+    def tick(self, detail: str = "") -> None:
+        self.progress.update(self.task, description=detail[:70], left=self._left())
+
+
+def _summary(outcome: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    report = outcome.report
+    rec = report.get("recommendation") or {}
+    console.print(f"[bold]{report['problem']['statement']}[/]")
+    table = Table(title="Variants (batch 1, held-out inputs)", title_justify="left")
+    for col in ("variant", "p50 ms", "p95 ms", "p99 ms", "quality", "verdict"):
+        table.add_column(col)
+    for row in report.get("variants", []):
+        lat = row["latency"]
+        q = row.get("quality")
+        table.add_row(row["variant_id"], *(_fig(lat.get(k)) for k in ("p50", "p95", "p99")),
+                      _fig(q), row.get("quality_verdict", ""))
+    console.print(table)
+    serving = report.get("serving") or {}
+    if serving:
+        console.print(f"serving policy: {serving.get('policy_id')}")
+    console.print(f"recommendation: [bold]{rec.get('variant_id')}[/] — {rec.get('reason', '')}")
+    for opt in report.get("options", [])[:5]:
+        console.print(f"  - {opt['title']} (effort {opt['effort']['level']}, risk "
+                      f"{opt['risk']['level']}, {opt['source']})")
+    for note in report.get("notes", []):
+        if note.startswith("not measured"):
+            console.print(f"[yellow]{note}[/]")
+    console.print(f"report: {outcome.paths.report_html.resolve()}")
+
+
+def _fig(fig: dict[str, Any] | None) -> str:
+    if not fig:
+        return "n/a"
+    if fig.get("value") is not None:
+        return f"{fig['value']:.4g}"
+    return f"{fig['low']:.3g}..{fig['high']:.3g}"

@@ -33,7 +33,7 @@ from infertune.data import HeldOut
 from infertune.optimize.search import Budget, Candidate, NullProgress, Progress, Skipped
 
 DEFAULT_BUDGET_S = 330.0  # 5.5 minutes: the demo must finish in < 10 on 2 cores
-QUICK_BUDGET_S = 60.0
+QUICK_BUDGET_S = 90.0
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ records what it skipped and what it would have needed instead of measuring badly
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,11 +70,16 @@ def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> Non
         state.skip("baseline profile", "time budget exhausted", NEED_PROFILE_S)
         return
     quick = state.options.quick or budget.left() < 120
-    settings = ProfileSettings(
-        batch_sizes=(1, 4, 16) if quick else (1, 2, 4, 8, 16), requests=30 if quick else 90,
-        rounds=3, warmup=3 if quick else 10, curve_repeats=3 if quick else 5,
-        curve_seconds_per_point=0.2 if quick else 0.4, hotspot_calls=2 if quick else 3,
-        cold_start=not quick and budget.left() > 240, seed=state.options.seed)
+    wanted = dict(
+        batch_sizes=(1,) if quick else (1, 4, 16), requests=40 if quick else 200,
+        rounds=2 if quick else 3, stage_seconds=5.0 if quick else 12.0,
+        min_round_requests=10 if quick else 25, warmup=3 if quick else 10,
+        curve_repeats=3 if quick else 5, curve_seconds=2.0 if quick else 6.0,
+        hotspot_calls=1 if quick else 2, cold_start=not quick and budget.left() > 240,
+        seed=state.options.seed)
+    # only the knobs this version of ProfileSettings has (measure/ owns it)
+    known = {f.name for f in dataclasses.fields(ProfileSettings)}
+    settings = ProfileSettings(**{k: v for k, v in wanted.items() if k in known})
     ref = state.options.model
     state.profile = profile(
         state.baseline, state.options.data.inputs, settings=settings,
