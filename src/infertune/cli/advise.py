@@ -40,7 +40,12 @@ def register(app: typer.Typer) -> None:
                            say=lambda line: typer.echo(line, err=True))
         report = advise(sc)
         if measure is not None:
+            from infertune.cli._common import quiet_libraries
             from infertune.report.measured import add_measurements
+
+            quiet_libraries()
+            typer.echo(f"measuring {measure} on this machine (about half a minute)...",
+                       err=True)
 
             report = add_measurements(report, sc, measure)
         text = render(report, fmt)

@@ -13,6 +13,7 @@ from infertune.report.render_md import (
     figure_text,
     headline_impact,
     impact_text,
+    key_figures,
 )
 from infertune.report.schema import Figure, Option, Percentiles, Report
 
@@ -63,10 +64,7 @@ def _summary(r: Report) -> list[str]:
                    "assumed meanwhile):</p>")
         out.append(_ul([f"{m.fact}: assumed {m.assumption}." for m in r.missing_facts]))
     out.append(f"<p><strong>Where the time goes.</strong> {escape(r.diagnosis.summary)}</p>")
-    figs = r.diagnosis.figures
-    keyed = [("Requests in flight at the peak", figs.get("requests_in_flight_at_peak")),
-             ("Mean queue wait at 70 % utilisation", figs.get("kingman_wait_at_70pct"))]
-    items = [f"{escape(label)}: {_fig(f)}" for label, f in keyed if f]
+    items = [f"{escape(label)}: {escape(text)}" for label, text in key_figures(r)]
     if items:
         out.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
     out.append("<p><strong>Options, ranked</strong> by impact per effort within the risk "

@@ -22,7 +22,7 @@ def figure_text(fig: Figure | None, name: str = "") -> str:
     if fig is None:
         return "n/a"
     unit = fig.unit
-    if unit.startswith("% change in"):
+    if unit.startswith("% change"):
         unit = "%"
     signed = unit == "%"
     if fig.value is not None:
@@ -89,13 +89,27 @@ def _provenance_line(r: Report) -> str:
 
 
 def _key_figures(r: Report) -> list[str]:
-    names = {
-        "requests_in_flight_at_peak": "Requests in flight at the peak",
-        "kingman_wait_at_70pct": "Mean queue wait at 70 % utilisation",
-    }
-    rows = [f"- {label}: {figure_text(r.diagnosis.figures[k])}" for k, label in names.items()
-            if k in r.diagnosis.figures]
+    rows = [f"- {label}: {text}" for label, text in key_figures(r)]
     return rows + [""] if rows else []
+
+
+KEY_FIGURES = {
+    "requests_in_flight_at_peak": "Requests in flight at the peak",
+    "kingman_wait_at_70pct": "Mean queue wait at 70 % utilisation",
+}
+
+
+def key_figures(r: Report) -> list[tuple[str, str]]:
+    """(label, text) of the diagnosis figures the summary shows; measured latency first."""
+    figs = r.diagnosis.figures
+    out = []
+    measured = [k for k in ("measured_e2e_p50", "measured_e2e_p95", "measured_e2e_p99")
+                if k in figs]
+    if measured:
+        out.append(("End-to-end " + " / ".join(k[-3:] for k in measured) + " measured here",
+                    ", ".join(figure_text(figs[k]) for k in measured)))
+    out += [(label, figure_text(figs[k])) for k, label in KEY_FIGURES.items() if k in figs]
+    return out
 
 
 def headline_impact(impact: Impact, inside_slo: bool) -> str:
@@ -151,8 +165,9 @@ def _diagnosis_table(r: Report) -> list[str]:
     rows = ["| Stage | Likelihood | " + ("Time | " if timed else "") + "Why |",
             "|---|---|" + ("---|" if timed else "") + "---|"]
     for it in r.diagnosis.items:
-        time = figure_text(it.time or it.share) + " | " if timed else ""
-        rows.append(f"| {it.stage} | {it.likelihood} | {_cell(time)}{_cell(it.reason)} |")
+        fig = it.time or it.share
+        time = (_cell(figure_text(fig)) if fig else "") + " | " if timed else ""
+        rows.append(f"| {it.stage} | {it.likelihood} | {time}{_cell(it.reason)} |")
     return rows
 
 
