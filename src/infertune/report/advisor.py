@@ -59,7 +59,7 @@ def advise(scenario: Scenario, knowledge: KnowledgeBase | None = None,
           else GENERIC_CPU)
     pattern = scenario.traffic.pattern or "steady"
     inside = inside_slo(scenario)
-    ctx = _context(scenario, hw, pattern)
+    ctx = context(scenario, hw, pattern)
     budget = risk_budget(scenario)
     options = _ranked_options(knowledge.applicable(ctx), ctx, inside, budget)
     floor = scenario.constraints.quality_floor
@@ -158,11 +158,15 @@ def _cost_goal(sc: Scenario) -> str:
     return "Not stated; assume no higher cost than today."
 
 
-def _context(sc: Scenario, hw: HardwareProfile, pattern: str) -> Context:
+def context(sc: Scenario, hw: HardwareProfile, pattern: str) -> Context:
+    """The facts knowledge entries are matched against (target defaults to server)."""
     skills = sc.constraints.team_skills
     return Context(family=sc.model.family, task=sc.model.task, framework=sc.model.framework,
                    target=sc.deployment.target or "server", pattern=pattern, caps=hw.caps,
                    skills=frozenset(s.lower() for s in skills) if skills is not None else None)
+
+
+_context = context  # the name optimize/runreport.py imports
 
 
 def _ranked_options(entries: list[KnowledgeEntry], ctx: Context, inside: bool | None,
