@@ -36,7 +36,7 @@ ASSUMPTIONS: dict[str, str] = {
     "model": "a generic model of unknown family: only options that do not depend on the "
              "architecture are listed",
     "deployment": "a single long-running server (not edge, not serverless)",
-    "current": "the current latency is unknown, so the gap to the target cannot be sized",
+    "current": "unknown, so the gap to the target cannot be sized",
     "hardware": "a generic x86-64 CPU with AVX2 and no GPU",
     "inputs": "inputs of typical length for the task, one item per request",
     "slo": "no latency target: options are ranked by their effect on p95",

@@ -45,11 +45,10 @@ def diagnose(sc: Scenario, hw: HardwareProfile, pattern: str) -> Diagnosis:
         items.append(DiagnosisItem(
             stage="cold starts", likelihood="significant",
             reason="scale-from-zero loads the model on the request path, which lands in p99"))
-    compute = ("compute (the forward pass) sets p50" if sc.current.p50_ms else
-               "compute sets the floor of every request")
-    queueing = (f"Queueing likely dominates p95 and p99 under {pattern} traffic, while {compute}"
-                if queue_dominant else
-                f"Compute likely dominates; {compute} and queueing matters mainly near the peak")
+    queueing = (f"Queueing likely dominates p95 and p99 under {pattern} traffic, while compute "
+                "(the forward pass) sets p50" if queue_dominant else
+                "Compute likely dominates: it sets the floor of every request, and queueing "
+                "matters mainly near the peak")
     p50_vs_p99 = _p50_vs_p99(sc)
     summary = f"{queueing}. {p50_vs_p99}".strip()
     return Diagnosis(summary=summary, items=items, figures=figures,
@@ -143,7 +142,8 @@ def _p50_vs_p99(sc: Scenario) -> str:
         return (f"The median request takes {_n(cur.p50_ms)} ms and the slowest 1 % over "
                 f"{_n(cur.p99_ms)} ms: the part above the median comes from waiting and from "
                 "long inputs, not from the typical request's compute.")
-    return "Current percentiles are not stated, so the split between median and tail is unknown."
+    return ("p50 and p99 are not both stated, so the split between the median and the tail is "
+            "unknown.")
 
 
 def _is_transformer(sc: Scenario) -> bool:
