@@ -1,17 +1,92 @@
-"""`infertune compare` — not built yet (issue #3)."""
+"""`infertune compare A B [--data FILE] [--json OUT] [--budget 60s]`: is B faster than A on
+this machine? Randomised interleaved blocks of single requests, the p50 and p95 ratio B/A with
+a bootstrap 95% CI, and a verdict; more trials are added until it is conclusive or the budget
+is spent."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
-from infertune.errors import NotBuiltError
+from infertune.errors import ConfigError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0}
+
+
+def parse_duration(text: str) -> float:
+    """'60s' / '90' / '2m' / '500ms' -> seconds; anything else is one ConfigError line."""
+    match = _DURATION.match(text)
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 0.0
+    if seconds <= 0:
+        raise ConfigError(f"--budget {text!r} is not a positive duration; pass e.g. "
+                          "--budget 60s or --budget 2m")
+    return seconds
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "compare",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        help="Not built yet (issue #3).",
-    )
-    def _not_built() -> None:
-        raise NotBuiltError("infertune compare is not built yet (issue #3)")
+    @app.command("compare", help="Is B faster than A here? Warm both, run randomised "
+                 "interleaved trials, report the p50 and p95 ratio B/A with a bootstrap 95% CI "
+                 "and a verdict (faster / slower / no significant difference).")
+    def compare_cmd(
+        a: Annotated[str, typer.Argument(help="baseline: model reference or variant folder")],
+        b: Annotated[str, typer.Argument(help="candidate: model reference or variant folder")],
+        data: Annotated[Path | None, typer.Option(
+            "--data", help="held-out inputs; defaults to the bundled set for minilm")] = None,
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="write the comparison (schema infertune.compare/v1) here")] = None,
+        budget: Annotated[str, typer.Option(
+            "--budget", help="most time for trials when the verdict is unclear")] = "60s",
+        threshold: Annotated[float, typer.Option(
+            "--threshold", min=0.0, max=0.5,
+            help="noise threshold: a ratio within 1 +/- this is no change")] = 0.02,
+        block_size: Annotated[int, typer.Option(
+            "--block-size", min=1, help="requests per block of A or B")] = 20,
+        seed: Annotated[int, typer.Option("--seed", help="seed for order and bootstrap")] = 0,
+    ) -> None:
+        from infertune.cli._common import quiet_libraries, write_json
+        from infertune.cli.profile import load_data, progress_bars
+        from infertune.measure.compare import run_interleaved
+        from infertune.measure.profile import check_fits
+        from infertune.models import load
+
+        budget_s = parse_duration(budget)
+        quiet_libraries()
+        model_a, model_b = load(a), load(b)
+        inputs, source = load_data(a, data, model_a)
+        check_fits(model_a, inputs, source)
+        check_fits(model_b, inputs, source)
+        requests = [[x] for x in inputs]
+        with progress_bars() as update:
+            result = run_interleaved(
+                model_a.predict, model_b.predict, requests, budget_s=budget_s,
+                block_size=block_size, seed=seed, threshold=threshold, names=(a, b),
+                on_trial=lambda trial, elapsed: update(
+                    "interleaved trials (seconds of budget)", int(min(elapsed, budget_s)),
+                    int(budget_s)))
+        if json_out is not None:
+            write_json(json_out, result.to_dict())
+        print_result(result, json_out)
+
+
+def print_result(result: Any, json_out: Path | None) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    stats = result.stats
+    console.print(f"A = {result.a}    B = {result.b}")
+    console.print(f"{stats.n_a} + {stats.n_b} single requests in {result.trials} interleaved "
+                  f"trials of {result.block_size} per block ({result.seconds:.1f} s; stopped: "
+                  f"{result.stopped})")
+    for est, name in ((stats.p50, "p50"), (stats.p95, "p95")):
+        sa, sb = result.a_summary.p(est.percentile), result.b_summary.p(est.percentile)
+        console.print(f"{name}: A {sa:.2f} ms, B {sb:.2f} ms, ratio B/A {est.ratio:.3f} "
+                      f"(95% CI {est.low:.3f}-{est.high:.3f}) -> {est.verdict}")
+    console.print(f"verdict (p50, noise threshold {100 * stats.threshold:g}%): {stats.verdict}"
+                  + ("" if stats.conclusive else
+                     " (inconclusive: the CI is wider than the noise band; raise --budget)"))
+    if json_out is not None:
+        console.print(f"written to {json_out}")

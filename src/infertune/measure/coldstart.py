@@ -28,7 +28,7 @@ RUNTIME_MODULES = {"torch": ["torch", "transformers"], "onnxruntime": ["onnxrunt
 
 _CHILD = r"""
 import importlib, json, sys, time
-ref, modules, n = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+ref, modules, n, cap = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), float(sys.argv[4])
 t0 = time.perf_counter()
 import infertune.models as models
 for name in filter(None, modules):
@@ -40,7 +40,7 @@ raw = adapter.sample_inputs(1)
 adapter.predict(raw)
 t3 = time.perf_counter()
 curve = [(t3 - t2) * 1000.0]
-for _ in range(n - 1):
+while len(curve) < n and time.perf_counter() - t3 < cap:
     s = time.perf_counter(); adapter.predict(raw); curve.append((time.perf_counter() - s) * 1000.0)
 print("INFERTUNE_COLDSTART " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1,
       "first_inference_ms": (t3 - t2) * 1000.0, "curve_ms": curve}))
@@ -84,11 +84,14 @@ def settle_index(curve_ms: Sequence[float], window: int = SETTLE_WINDOW,
 
 
 def measure_cold_start(model_ref: str, runtime: str, *, requests: int = 30,
-                       timeout_s: float = 120.0, python: str = sys.executable) -> ColdStart:
-    """Run the child script in a fresh interpreter and parse its one result line."""
+                       curve_seconds: float = 10.0, timeout_s: float = 180.0,
+                       python: str = sys.executable) -> ColdStart:
+    """Run the child script in a fresh interpreter and parse its one result line. The warm-up
+    curve stops at ``requests`` or after ``curve_seconds``, whichever comes first."""
     modules = ",".join(RUNTIME_MODULES.get(runtime, []))
     try:
-        done = subprocess.run([python, "-c", _CHILD, model_ref, modules, str(requests)],
+        done = subprocess.run([python, "-c", _CHILD, model_ref, modules, str(requests),
+                               str(curve_seconds)],
                               capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
         raise InternalError(f"cold-start child did not finish in {timeout_s:.0f} s") from exc

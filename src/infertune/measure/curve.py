@@ -47,6 +47,9 @@ class ServiceCurve:
     typical_seq_len: int | None = None  # the length used when a caller passes seq_len=None
     runtime: str = ""
     note: str = field(default="forward only; p50 of repeated calls on this machine")
+    # (batch, seq_len) pairs of the requested grid left unmeasured when the time budget ran
+    # out; latency_ms answers for them by interpolation/extension from the measured points.
+    unmeasured: list[tuple[int, int | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.points:
@@ -82,13 +85,15 @@ class ServiceCurve:
     def to_dict(self) -> dict[str, Any]:
         return {"points": [p.to_dict() for p in self.points],
                 "typical_seq_len": self.typical_seq_len, "runtime": self.runtime,
-                "note": self.note, "unit": "ms"}
+                "note": self.note, "unit": "ms",
+                "unmeasured": [list(x) for x in self.unmeasured]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServiceCurve:
         return cls(points=[CurvePoint.from_dict(p) for p in data["points"]],
                    typical_seq_len=data.get("typical_seq_len"), runtime=data.get("runtime", ""),
-                   note=data.get("note", ""))
+                   note=data.get("note", ""),
+                   unmeasured=[(int(b), s) for b, s in data.get("unmeasured", [])])
 
 
 def _interp_batch(row: list[tuple[int, float]], batch_size: int) -> float:
@@ -140,7 +145,7 @@ def synthetic_text_feeds(template: ModelInputs, token_stream: np.ndarray, batch_
 
 
 def time_forward(forward: Callable[[ModelInputs], Any], feeds: ModelInputs, *, repeats: int,
-                 max_seconds: float, min_repeats: int = 3,
+                 max_seconds: float, min_repeats: int = 2,
                  clock: Callable[[], float] = time.perf_counter) -> list[float]:
     """One untimed warm call, then up to ``repeats`` timed calls (ms), stopping after
     ``max_seconds`` once ``min_repeats`` are in."""
@@ -160,7 +165,7 @@ def measure_curve(adapter: Adapter, data: Sequence[Any], *,
                   batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
                   seq_lens: Sequence[int] | None = None, typical_seq_len: int | None = None,
                   repeats: int = 10,
-                  max_seconds_per_point: float = 1.0,
+                  max_seconds_per_point: float = 1.0, budget_s: float | None = None,
                   clock: Callable[[], float] = time.perf_counter,
                   on_point: Callable[[int, int | None], None] | None = None) -> ServiceCurve:
     """Measure forward latency on a grid of batch sizes (x sequence lengths for text).
@@ -174,8 +179,15 @@ def measure_curve(adapter: Adapter, data: Sequence[Any], *,
         template = adapter.preprocess(list(data[:2]))
         chunks = [adapter.preprocess([t])["input_ids"][0] for t in data[:64]]
         stream = np.concatenate(chunks)
-    points = []
+    points: list[CurvePoint] = []
+    unmeasured: list[tuple[int, int | None]] = []
+    start = clock()
     for b, s in grid:
+        # The typical length's row (the first) is always measured in full; longer lengths
+        # stop when the budget is spent, and the points left out are listed, not invented.
+        if (budget_s is not None and s != grid[0][1] and clock() - start >= budget_s):
+            unmeasured.append((b, s))
+            continue
         if text:
             assert template is not None and stream is not None and s is not None
             feeds = synthetic_text_feeds(template, stream, b, s)
@@ -193,4 +205,5 @@ def measure_curve(adapter: Adapter, data: Sequence[Any], *,
     typical = None
     if text and seq_lens:
         typical = typical_seq_len if typical_seq_len is not None else sorted(seq_lens)[0]
-    return ServiceCurve(points=points, typical_seq_len=typical, runtime=adapter.info.runtime)
+    return ServiceCurve(points=points, typical_seq_len=typical, runtime=adapter.info.runtime,
+                        unmeasured=unmeasured)

@@ -57,11 +57,16 @@ class StageSamples:
 
 def time_requests(adapter: Adapter, requests: Sequence[Sequence[Any]], *,
                   clock: Callable[[], int] = time.perf_counter_ns,
-                  on_request: Callable[[int], None] | None = None) -> StageSamples:
+                  on_request: Callable[[int], None] | None = None,
+                  budget_s: float | None = None, min_requests: int = 1) -> StageSamples:
     """Run each request (a raw batch) through the three stages, timing each with ``clock``
-    (integer nanoseconds)."""
+    (integer nanoseconds). With ``budget_s``, stop once it is spent and ``min_requests`` ran."""
     out = StageSamples()
+    start = clock()
     for i, raw in enumerate(requests):
+        if (budget_s is not None and i >= min_requests
+                and (clock() - start) / 1e9 >= budget_s):
+            break
         t0 = clock()
         inputs = adapter.preprocess(raw)
         t1 = clock()
@@ -84,6 +89,14 @@ class StageReport:
     share_p50: dict[str, float]  # percent of the typical request's time, per stage
     share_p99: dict[str, float]  # percent of the slow tail's time, per stage
     tail_requests: int  # how many requests the p99 share is computed over
+    typical_e2e_ms: float = 0.0  # mean e2e of the p40-p60 band (the p50 share's base)
+    tail_e2e_ms: float = 0.0  # mean e2e of the requests >= p99 (the p99 share's base)
+
+    def stage_ms(self, stage: str, *, tail: bool) -> float:
+        """Mean ms spent in ``stage`` by the tail requests (or the typical ones)."""
+        shares, base = ((self.share_p99, self.tail_e2e_ms) if tail
+                        else (self.share_p50, self.typical_e2e_ms))
+        return shares[stage] * base / 100.0
 
     @property
     def dominant_p50(self) -> str:
@@ -106,14 +119,16 @@ class StageReport:
             summaries={k: LatencySummary.from_values(v, rng_seed=rng_seed)
                        for k, v in arrays.items()},
             share_p50=stage_shares(arrays, typical), share_p99=stage_shares(arrays, tail),
-            tail_requests=int(tail.sum()))
+            tail_requests=int(tail.sum()), typical_e2e_ms=float(e2e[typical].mean()),
+            tail_e2e_ms=float(e2e[tail].mean()))
 
     def to_dict(self) -> dict[str, Any]:
         return {"summaries": {k: v.to_dict() for k, v in self.summaries.items()},
                 "share_p50_percent": self.share_p50, "share_p99_percent": self.share_p99,
                 "share_definition": "stage mean / e2e mean over requests with e2e in "
                                     "[p40, p60] (p50) or >= p99 (p99)",
-                "tail_requests": self.tail_requests, "dominant_p50": self.dominant_p50,
+                "tail_requests": self.tail_requests, "typical_e2e_ms": self.typical_e2e_ms,
+                "tail_e2e_ms": self.tail_e2e_ms, "dominant_p50": self.dominant_p50,
                 "dominant_p99": self.dominant_p99}
 
     @classmethod
@@ -121,7 +136,8 @@ class StageReport:
         return cls(summaries={k: LatencySummary.from_dict(v)
                               for k, v in data["summaries"].items()},
                    share_p50=dict(data["share_p50_percent"]),
-                   share_p99=dict(data["share_p99_percent"]), tail_requests=data["tail_requests"])
+                   share_p99=dict(data["share_p99_percent"]), tail_requests=data["tail_requests"],
+                   typical_e2e_ms=data["typical_e2e_ms"], tail_e2e_ms=data["tail_e2e_ms"])
 
 
 def stage_shares(arrays: dict[str, np.ndarray], selected: np.ndarray) -> dict[str, float]:

@@ -32,6 +32,9 @@ SampleFn = Callable[[], Sample]
 def psutil_sampler(process: psutil.Process | None = None) -> SampleFn:
     """A sampling function over psutil (and pynvml when a GPU is visible)."""
     proc = process or psutil.Process()
+    # psutil divides CPU time by the wall time between calls; when this thread is itself
+    # delayed on a busy machine the ratio can exceed what the cores allow, so cap it there.
+    ceiling = 100.0 * (psutil.cpu_count() or 1)
     proc.cpu_percent(None)  # the first call primes the counters and returns 0
     psutil.cpu_percent(None)
     psutil.cpu_times_percent(None)
@@ -40,7 +43,8 @@ def psutil_sampler(process: psutil.Process | None = None) -> SampleFn:
     def sample() -> Sample:
         times = psutil.cpu_times_percent(None)
         util, mem = _gpu_reading(gpu) if gpu is not None else (None, None)
-        return Sample(process_cpu=proc.cpu_percent(None), system_cpu=psutil.cpu_percent(None),
+        return Sample(process_cpu=min(proc.cpu_percent(None), ceiling),
+                      system_cpu=psutil.cpu_percent(None),
                       steal=float(getattr(times, "steal", 0.0)),
                       rss_mb=proc.memory_info().rss / 2**20, gpu_util=util, gpu_memory_mb=mem)
 
@@ -81,20 +85,30 @@ class Utilisation:
     steal_mean: float
     steal_max: float
     peak_rss_mb: float
+    logical_cores: int = 1
     gpu_util_mean: float | None = None
     gpu_memory_peak_mb: float | None = None
     unit_note: str = ("process_cpu: % of one core; system_cpu and steal: % of all cores; "
                       "rss in MiB")
 
+    @property
+    def other_cores(self) -> float:
+        """Cores busy with other processes on average (system busy minus this process): the
+        noisy-neighbour load this measurement shared the machine with."""
+        return max(self.system_cpu_mean / 100.0 * self.logical_cores
+                   - self.process_cpu_mean / 100.0, 0.0)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "other_cores": self.other_cores}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Utilisation:
+        data = {k: v for k, v in data.items() if k != "other_cores"}
         return cls(**data)
 
     @classmethod
-    def from_samples(cls, samples: list[Sample], interval_s: float) -> Utilisation:
+    def from_samples(cls, samples: list[Sample], interval_s: float,
+                     logical_cores: int | None = None) -> Utilisation:
         if not samples:
             raise ValueError("the sampler took no samples; run it for at least one interval")
 
@@ -109,6 +123,7 @@ class Utilisation:
                    system_cpu_mean=_mean(col("system_cpu")), system_cpu_max=max(col("system_cpu")),
                    steal_mean=_mean(col("steal")), steal_max=max(col("steal")),
                    peak_rss_mb=max(col("rss_mb")),
+                   logical_cores=logical_cores or psutil.cpu_count() or 1,
                    gpu_util_mean=_mean(gpu) if gpu else None,
                    gpu_memory_peak_mb=max(gmem) if gmem else None)
 
