@@ -131,6 +131,7 @@ class RunState:
     reference: Any = None  # baseline outputs on the quality subset (np.ndarray)
     quality_inputs: list[Any] = field(default_factory=list)
     requests: list[list[Any]] = field(default_factory=list)  # batch-1 timing requests
+    base_samples: list[float] = field(default_factory=list)  # baseline ms on those requests
     built: list[Any] = field(default_factory=list)  # BuiltVariant
     candidates: list[Candidate] = field(default_factory=list)
     adapters: dict[str, Any] = field(default_factory=dict)  # variant id -> Adapter

@@ -149,6 +149,44 @@ def measure_against_baseline(compare: Compare, baseline_call: Callable[[Sequence
     return timing
 
 
+def time_alone(call: Callable[[Sequence[Any]], Any], requests: Sequence[Sequence[Any]], *,
+               budget_s: float, min_n: int = 20, warmup: int = 3,
+               clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Per-request latencies (ms) of ``call`` on ``requests`` in order, until ``budget_s`` is
+    spent once ``min_n`` are in (or every request is used)."""
+    for req in requests[:warmup]:
+        call(req)
+    out: list[float] = []
+    start = clock()
+    for req in requests:
+        t0 = clock()
+        call(req)
+        out.append((clock() - t0) * 1000.0)
+        if len(out) >= min_n and clock() - start >= budget_s:
+            break
+    return out
+
+
+def quick_timing(variant_id: str, base_ms: Sequence[float], variant_ms: Sequence[float],
+                 seed: int = 0) -> Timing:
+    """A screening Timing from separate (not interleaved) runs on the same requests; the
+    proper figure comes from ``measure_against_baseline`` for the survivors."""
+    from infertune.measure.compare import compare_samples
+    from infertune.measure.summary import LatencySummary
+
+    n = min(len(base_ms), len(variant_ms))
+    a, b = list(base_ms[:n]), list(variant_ms[:n])
+    st = compare_samples(a, b, seed=seed)
+    sa = LatencySummary.from_values(a, rng_seed=seed, n_boot=100)
+    sb = LatencySummary.from_values(b, rng_seed=seed, n_boot=100)
+    return Timing(variant_id=variant_id, kind="quick", samples=n, p50_ms=sb.p50,
+                  p95_ms=sb.p95, p99_ms=sb.p99, base_p50_ms=sa.p50, base_p95_ms=sa.p95,
+                  base_p99_ms=sa.p99, ratio_p50=st.p50.ratio,
+                  ratio_p50_ci=(st.p50.low, st.p50.high), ratio_p95=st.p95.ratio,
+                  ratio_p95_ci=(st.p95.low, st.p95.high), verdict=st.p95.verdict,
+                  seconds=0.0)
+
+
 @dataclass
 class Candidate:
     """A variant as the search sees it: its quick and proper timings and its quality."""

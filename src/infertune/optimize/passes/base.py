@@ -58,6 +58,7 @@ class PassContext:
     hardware: HardwareInfo
     out_dir: Path
     calibration: Sequence[Any] = ()
+    samples: Sequence[Any] = ()  # agreement-check inputs; default: the first n_samples above
     quality: QualityTarget = field(default_factory=QualityTarget)
     max_calibration: int = 128  # inputs used to calibrate / score quantization
     n_samples: int = 32  # inputs used for the build-time agreement check
@@ -74,7 +75,7 @@ class PassContext:
         return inputs or self.baseline.sample_inputs(min(self.max_calibration, 16))
 
     def sample_inputs(self) -> list[Any]:
-        inputs = list(self.calibration)[: self.n_samples]
+        inputs = list(self.samples or self.calibration)[: self.n_samples]
         return inputs or self.baseline.sample_inputs(self.n_samples)
 
     def reference(self, which: Literal["samples", "calibration"]) -> np.ndarray:

@@ -1,0 +1,129 @@
+"""Every pass on a tiny BERT: built, checked, and its manifest says what happened."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from optimize_tiny_helpers import SENTENCES, hardware
+
+from infertune.optimize.passes._onnx import int8_scheme
+
+EXPECTED_BUILT = {
+    "torch_fp32", "torch_bf16", "torch_compile", "torch_int8_dynamic", "ort_fp32",
+    "ort_graph_basic", "ort_graph_extended", "ort_fused", "ort_int8_dynamic_per_tensor",
+    "ort_int8_dynamic_per_channel", "ort_int8_static_minmax", "ort_int8_static_entropy",
+    "ort_int8_static_percentile", "ort_int8_mixed", "ort_threads_one", "ort_threads_cores",
+    "ort_threads_cores_nospin", "ort_trim_p99", "ort_bucketed",
+}
+
+
+def test_every_pass_builds_or_says_why(built_all):
+    _, results = built_all
+    built = {name for name, r in results.items() if r.built}
+    assert built == EXPECTED_BUILT
+    assert results["torch_fp16"].status == "skipped"
+    assert "GPU" in results["torch_fp16"].reason
+
+
+def test_every_built_variant_was_checked(built_all):
+    ctx, results = built_all
+    n = len(ctx.sample_inputs())
+    for name in EXPECTED_BUILT:
+        agreement = results[name].manifest.agreement
+        assert agreement is not None, name
+        assert agreement.n_samples == n
+        assert agreement.output_shape == [n, 32]
+        assert results[name].manifest.first_call_s > 0
+    assert results["torch_fp32"].manifest.agreement.max_abs_diff == 0.0
+    for name in ("ort_fp32", "ort_fused", "torch_bf16", "ort_int8_dynamic_per_channel"):
+        assert results[name].manifest.agreement.mean_cosine > 0.99, name
+
+
+def test_fusion_counts_are_read_from_the_graph(built_all):
+    _, results = built_all
+    plain = results["ort_fp32"].manifest.op_counts
+    fused = results["ort_fused"].manifest.op_counts
+    assert "Attention" not in plain
+    # 2 layers: one Attention and one BiasGelu per layer, two SkipLayerNorms per layer
+    assert fused["Attention"] == 2
+    assert fused["BiasGelu"] == 2
+    assert fused["SkipLayerNormalization"] == 4
+    assert fused["EmbedLayerNormalization"] == 1
+    reported = results["ort_fused"].manifest.passes[-1].settings["optimizer_reported"]
+    assert reported["Attention"] == fused["Attention"]
+
+
+def test_int8_variants_contain_int8_ops(built_all):
+    _, results = built_all
+    dyn = results["ort_int8_dynamic_per_channel"].manifest
+    assert dyn.op_counts["QAttention"] == 2 and dyn.op_counts["MatMulInteger"] == 6
+    assert dyn.passes[-1].settings["weight_type"] == "int8"
+    assert dyn.passes[-1].settings["reduce_range"] is False
+    static = results["ort_int8_static_minmax"].manifest
+    assert static.op_counts["QuantizeLinear"] > 0 and static.op_counts["DequantizeLinear"] > 0
+    assert static.passes[-1].settings["calibration_inputs"] == len(SENTENCES)
+
+
+def test_int8_scheme_follows_cpu_flags():
+    assert int8_scheme(hardware(["avx2", "avx512_vnni"])).reduce_range is False
+    plain = int8_scheme(hardware(["avx2"]))
+    assert (plain.activation, plain.weight, plain.reduce_range) == ("uint8", "int8", True)
+
+
+def test_thread_variants_use_effective_cores(built_all):
+    _, results = built_all
+    one = results["ort_threads_one"].manifest.threads
+    cores = results["ort_threads_cores"].manifest.threads
+    nospin = results["ort_threads_cores_nospin"].manifest.threads
+    assert (one.intra_op, one.inter_op) == (1, 1)
+    assert (cores.intra_op, cores.spinning) == (2, True)
+    assert (nospin.intra_op, nospin.spinning) == (2, False)
+
+
+def test_trim_reports_truncated_share(built_all, tiny_adapter):
+    _, results = built_all
+    lengths = np.asarray(tiny_adapter.token_lengths(SENTENCES))
+    expected = int(8 * np.ceil(np.percentile(lengths, 99) / 8))
+    pre = results["ort_trim_p99"].manifest.preprocessing
+    assert pre.max_length == expected
+    assert pre.truncated_share == pytest.approx(float((lengths > expected).mean()))
+    assert results["ort_bucketed"].manifest.preprocessing.padding == "bucket"
+
+
+def test_torch_recipes(built_all):
+    _, results = built_all
+    assert results["torch_bf16"].manifest.recipe.dtype == "bf16"
+    assert results["torch_bf16"].manifest.precision == "bf16"
+    assert results["torch_compile"].manifest.recipe.compile is True
+    assert results["torch_int8_dynamic"].manifest.recipe.int8_dynamic is True
+    assert not any(p.endswith((".bin", ".pt", ".pkl"))
+                   for r in results.values() if r.built for p in r.manifest.files)
+
+
+def test_variants_reload_in_a_fresh_process(built_all):
+    ctx, results = built_all
+    names = ["torch_bf16", "torch_int8_dynamic", "ort_int8_mixed", "ort_trim_p99"]
+    paths = [results[n].path for n in names]
+    code = (
+        "import json, sys\n"
+        "from infertune.models import load\n"
+        "out = {}\n"
+        "for p in sys.argv[2:]:\n"
+        "    a = load(p)\n"
+        "    out[a.info.id] = [list(map(float, v)) for v in a.predict(json.loads(sys.argv[1]))]\n"
+        "print(json.dumps(out))\n"
+    )
+    texts = list(SENTENCES[:3])
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(texts), *paths],
+                          capture_output=True, text=True, timeout=120, check=True)
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(found) == sorted(names)
+    for name, path in zip(names, paths, strict=True):
+        from infertune.models import load
+
+        here = np.asarray(load(path).predict(texts))
+        np.testing.assert_allclose(np.asarray(found[name]), here, rtol=1e-5, atol=1e-5)

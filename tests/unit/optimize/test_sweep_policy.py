@@ -1,0 +1,89 @@
+"""The serving-policy sweep on a fake queue whose answers are known exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertune.config import ServePolicy
+from infertune.optimize.sweep import (
+    PolicyResult,
+    SimStats,
+    SweepGrid,
+    SweepResult,
+    cost_per_1k,
+    goodput,
+    instances_needed,
+    policy_id,
+    sweep,
+)
+
+
+def service_ms(batch: int) -> float:
+    return 4.0 + 1.0 * batch  # 5 ms alone, 20 ms for 16
+
+
+def fake_sim(policy: ServePolicy, rate: float) -> SimStats:
+    """Latency = wait + service; capacity = workers * b / service(b); over capacity -> shed.
+    Batching fills up to max_batch at high load and pays the wait window at low load."""
+    b = policy.max_batch_size
+    cap = policy.workers * b / service_ms(b) * 1000.0
+    fill = min(b, max(1, int(rate * policy.max_wait_ms / 1000.0) + 1))
+    util = rate / cap
+    if util >= 1.0:
+        return SimStats(rate, 1e9, 1e9, 1e9, shed=1 - 1 / util)
+    wait = policy.max_wait_ms if fill < b else 0.0
+    queue = service_ms(fill) * util / (1 - util)
+    p50 = wait + service_ms(fill) + queue
+    return SimStats(rate, p50, p50 * 1.5, p50 * 2.0, shed=0.0, utilisation=util)
+
+
+def test_cost_per_1k_is_hourly_cost_over_requests_per_hour() -> None:
+    assert cost_per_1k(0.36, 100.0) == pytest.approx(0.001)
+    assert cost_per_1k(None, 100.0) is None
+    assert cost_per_1k(0.36, 0.0) is None
+
+
+def test_goodput_bisects_to_the_slo_edge() -> None:
+    policy = ServePolicy(max_batch_size=1, max_wait_ms=0.0, workers=1)
+    # fake: p99 = 2 * 5 / (1 - r/200); p99 <= 30 ms  <=>  r <= 200 * (2/3) = 133.3
+    found = goodput(fake_sim, policy, {"p99": 30.0}, high=200.0, steps=20)
+    assert found == pytest.approx(400.0 / 3.0, rel=1e-3)
+    assert goodput(fake_sim, policy, {"p99": 1.0}, high=200.0) == 0.0
+
+
+def test_grid_skips_waiting_for_batches_of_one() -> None:
+    grid = SweepGrid((1, 4), (0.0, 2.0), (1,), (64,))
+    ids = [policy_id(p) for p in grid.policies()]
+    assert ids == ["b1-w0ms-x1-q64", "b4-w0ms-x1-q64", "b4-w2ms-x1-q64"]
+
+
+def test_sweep_ranks_slo_keepers_first_and_reports_goodput_and_cost() -> None:
+    grid = SweepGrid((1, 4, 16), (0.0, 2.0, 10.0), (1, 2), (256,))
+    result = sweep(fake_sim, variant_id="v", slo={"p99": 40.0}, mean_rps=100.0,
+                   peak_rps=400.0, grid=grid, service_ms=service_ms, cost_per_hour_usd=0.36,
+                   keep=3)
+    best = result.best
+    assert best.at_peak.meets({"p99": 40.0})
+    assert best.goodput_rps is not None and best.goodput_rps >= 400.0
+    assert best.cost_per_1k_usd == pytest.approx(0.36 / (best.goodput_rps * 3.6))
+    # the no-batching reference is always kept, and batching is compared against it
+    assert any(r.policy["max_batch_size"] == 1 for r in result.ranked)
+    low = [b for b in result.batching if b.rate_label == "low load" and b.percentile == "p50"]
+    assert low and low[0].verdict == "hurts"  # the wait window at low load costs latency
+    peak = [b for b in result.batching if b.rate_label == "peak" and b.percentile == "p99"]
+    assert peak[0].verdict == "helps"
+    assert result.evaluated == len(grid.policies())
+
+
+def test_sweep_result_round_trips() -> None:
+    grid = SweepGrid((1, 8), (0.0, 5.0), (1,), (64,))
+    result = sweep(fake_sim, variant_id="v", slo={"p95": 50.0}, mean_rps=50.0, peak_rps=150.0,
+                   grid=grid, service_ms=service_ms, cost_per_hour_usd=0.1)
+    again = SweepResult.from_dict(result.to_dict())
+    assert again.to_dict() == result.to_dict()
+    assert isinstance(again.ranked[0], PolicyResult)
+
+
+def test_instances_for_the_peak() -> None:
+    assert instances_needed(100.0, 30.0) == 4
+    assert instances_needed(100.0, None) is None
