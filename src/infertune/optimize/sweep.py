@@ -243,6 +243,8 @@ def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_
                                          high=capacity_bound(policy, service_ms))
         result.cost_per_1k_usd = cost_per_1k(cost_per_hour_usd, result.goodput_rps)
     effects = batching_effects(simulate, leaders[0], unbatched, slo, mean_rps, peak_rps)
+    effects += wait_window_effects(simulate, leaders[0], slo, mean_rps,
+                                   max(grid.max_wait_ms))
     return SweepResult(variant_id, slo, mean_rps, peak_rps, grid.to_dict(), len(policies),
                        leaders, effects)
 
@@ -273,6 +275,31 @@ def batching_effects(simulate: SimulateFn, best: PolicyResult, unbatched: Policy
             a = simulate(plain, rate).percentile(key)
             b = simulate(batched, rate).percentile(key)
             out.append(_effect(label, rate, key, a, b, batched))
+    return out
+
+
+def wait_window_effects(simulate: SimulateFn, best: PolicyResult, slo: dict[str, float],
+                        mean_rps: float, wait_ms: float) -> list[BatchingEffect]:
+    """The tail cost of a wait window at low load: the best batch size with ``wait_ms`` of
+    waiting against the same batch size with none (a request alone waits the whole window)."""
+    policy = best.serve_policy
+    if wait_ms <= 0 or policy.max_batch_size == 1:
+        return []
+    tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
+    rate = max(mean_rps / 10.0, 0.5)
+    no_wait = policy.model_copy(update={"max_wait_ms": 0.0})
+    waiting = policy.model_copy(update={"max_wait_ms": wait_ms})
+    out = []
+    for key in ("p50", tail):
+        a = simulate(no_wait, rate).percentile(key)
+        b = simulate(waiting, rate).percentile(key)
+        effect = _effect("low load", rate, key, a, b, waiting)
+        effect.rate_label = "low load, wait window"
+        effect.sentence = (f"a {wait_ms:g} ms wait window at low load ({rate:.1f} req/s): {key} "
+                           f"{a:.1f} ms without it -> {b:.1f} ms with it "
+                           f"({(b - a) / a if a else 0:+.0%}); requests that arrive alone pay "
+                           "the whole window")
+        out.append(effect)
     return out
 
 

@@ -68,8 +68,10 @@ def test_sweep_ranks_slo_keepers_first_and_reports_goodput_and_cost() -> None:
     assert best.cost_per_1k_usd == pytest.approx(0.36 / (best.goodput_rps * 3.6))
     # the no-batching reference is always kept, and batching is compared against it
     assert any(r.policy["max_batch_size"] == 1 for r in result.ranked)
-    low = [b for b in result.batching if b.rate_label == "low load" and b.percentile == "p50"]
-    assert low and low[0].verdict == "hurts"  # the wait window at low load costs latency
+    window = [b for b in result.batching
+              if b.rate_label == "low load, wait window" and b.percentile == "p50"]
+    assert window and window[0].verdict == "hurts"  # the wait window at low load costs latency
+    assert window[0].batched_ms - window[0].unbatched_ms == pytest.approx(10.0)
     peak = [b for b in result.batching if b.rate_label == "peak" and b.percentile == "p99"]
     assert peak[0].verdict == "helps"
     assert result.evaluated == len(grid.policies())
