@@ -144,6 +144,8 @@ class MicroBatcher:
 class InProcessTarget:
     """An Adapter (``predict(list) -> list``) behind a MicroBatcher; inputs taken round-robin."""
 
+    shares_process = True  # the runner must not busy-wait: the workers need the GIL
+
     def __init__(self, adapter: Any, policy: ServePolicy, inputs: Sequence[Any],
                  name: str | None = None, warmup: bool = True) -> None:
         if len(inputs) == 0:

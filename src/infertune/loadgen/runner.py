@@ -11,7 +11,9 @@ from the intended time). A cap thus protects the client's sockets without hiding
 Timing: asyncio timers on Linux wake up to ~1 ms late (epoll has millisecond resolution), so the
 runner sleeps until ``spin_s`` before a send is due, then yields in a tight loop for the rest.
 That costs at most ``spin_s`` of CPU per gap and keeps client lag well under a millisecond on an
-idle core; set ``spin_s=0`` to never spin.
+idle core; set ``spin_s=0`` to never spin. A target that runs the model in this process
+(``shares_process = True``, e.g. InProcessTarget) is never spun for: the spinning loop would
+hold the GIL that the model's worker threads need, and slow the very thing being measured.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ async def run_schedule(schedule: Schedule, target: Target, options: RunOptions |
     records: list[RequestRecord | None] = [None] * total
     slots = asyncio.Semaphore(options.max_in_flight) if options.max_in_flight else None
     done = 0
+    spin_s = 0.0 if getattr(target, "shares_process", False) else options.spin_s
     await target.open()
     try:
         t0 = clock()
@@ -79,7 +82,7 @@ async def run_schedule(schedule: Schedule, target: Target, options: RunOptions |
 
         tasks: list[asyncio.Task[None]] = []
         for index, intended in enumerate(offsets):
-            await _wait_until(t0 + intended, clock, options.spin_s)
+            await _wait_until(t0 + intended, clock, spin_s)
             tasks.append(asyncio.create_task(one(index, intended)))
         if tasks:
             await asyncio.gather(*tasks)
