@@ -94,7 +94,7 @@ def tiny_text() -> TextAdapter:
     return TextAdapter(info, runner, WordTokenizer(), TextPreprocess(max_length=32))
 
 
-SENTENCES = [
+_SENTENCES = [
     "short one",
     "a somewhat longer sentence with a few more words in it",
     "fast inference matters",
@@ -102,3 +102,8 @@ SENTENCES = [
     "hi",
     "how do I reset my password",
 ]
+
+
+@pytest.fixture()
+def sentences() -> list[str]:
+    return list(_SENTENCES)

@@ -1,0 +1,99 @@
+import numpy as np
+import pytest
+
+from infertune.measure.compare import (
+    ComparisonResult,
+    ComparisonStats,
+    compare_samples,
+    decide,
+    run_interleaved,
+)
+
+
+def _lognormal(seed: int, median: float, n: int = 400) -> np.ndarray:
+    return np.random.default_rng(seed).lognormal(np.log(median), 0.25, n)
+
+
+def test_same_distribution_is_no_significant_difference_in_at_least_19_of_20() -> None:
+    verdicts = [compare_samples(_lognormal(2 * s, 10.0), _lognormal(2 * s + 1, 10.0),
+                                seed=s).verdict for s in range(20)]
+    assert verdicts.count("no significant difference") >= 19
+
+
+def test_true_ten_percent_slowdown_is_detected() -> None:
+    covered = 0
+    for s in range(20):
+        stats = compare_samples(_lognormal(2 * s, 10.0), _lognormal(2 * s + 1, 11.0), seed=s)
+        assert stats.verdict == "B is slower"
+        assert 1.02 < stats.p50.ratio < 1.25
+        covered += stats.p50.low <= 1.10 <= stats.p50.high
+    assert covered >= 17  # a 95% CI should hold the true ratio ~19 times in 20
+
+
+def test_true_speedup_is_detected() -> None:
+    stats = compare_samples(_lognormal(0, 10.0), _lognormal(1, 8.0), seed=0)
+    assert stats.verdict == "B is faster"
+    assert stats.p50.high < 0.98
+
+
+def test_same_seed_same_answer() -> None:
+    a, b = _lognormal(5, 10.0), _lognormal(6, 10.0)
+    assert compare_samples(a, b, seed=3) == compare_samples(a, b, seed=3)
+
+
+def test_decide_rule() -> None:
+    assert decide(0.90, 0.97, 0.02) == ("B is faster", True)
+    assert decide(1.03, 1.10, 0.02) == ("B is slower", True)
+    assert decide(0.99, 1.01, 0.02) == ("no significant difference", True)
+    assert decide(0.95, 1.05, 0.02) == ("no significant difference", False)
+    assert decide(0.97, 0.99, 0.02) == ("no significant difference", False)
+
+
+def test_bad_samples() -> None:
+    with pytest.raises(ValueError):
+        compare_samples([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        compare_samples([1.0, 0.0], [1.0, 2.0])
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_runner_interleaves_and_stops_when_conclusive() -> None:
+    clock = FakeClock()
+    rng = np.random.default_rng(0)
+
+    def make(median_s: float):
+        def call(raw: list) -> None:
+            clock.now += median_s * rng.lognormal(0, 0.05)
+        return call
+
+    result = run_interleaved(make(0.010), make(0.012), [["x"]] * 7, budget_s=60, block_size=10,
+                             min_trials=3, warmup=2, seed=1, clock=clock, names=("a", "b"))
+    assert result.stats.verdict == "B is slower"
+    assert result.stopped == "conclusive"
+    assert result.trials == 3
+    assert result.stats.n_a == result.stats.n_b == 30
+    assert set(result.order) <= {"AB", "BA"} and len(result.order) == 3
+    assert ComparisonResult.from_dict(result.to_dict()) == result
+
+
+def test_runner_adds_trials_until_budget_when_inconclusive() -> None:
+    clock = FakeClock()
+    rng = np.random.default_rng(1)
+
+    def call(raw: list) -> None:  # very noisy and identical: the CI stays wider than +/-2%
+        clock.now += 0.010 * rng.lognormal(0, 0.8)
+
+    result = run_interleaved(call, call, [["x"]], budget_s=2.0, block_size=10, min_trials=2,
+                             warmup=0, seed=0, clock=clock)
+    assert result.stopped == "budget"
+    assert result.trials > 2
+    assert result.stats.verdict == "no significant difference"
+    assert result.stats.conclusive is False
+    assert ComparisonStats.from_dict(result.stats.to_dict()) == result.stats
