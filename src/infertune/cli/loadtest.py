@@ -161,6 +161,8 @@ def _print_result(result: Any) -> None:
     lag = result.client_lag_ms
     console.print(f"client lag p50 {lag['p50']:.3f} ms, p99 {lag['p99']:.3f} ms, max "
                   f"{lag['max']:.3f} ms; waited for an in-flight slot: {result.waited_for_slot}")
+    if result.utilisation is not None:
+        console.print(f"model workers busy {result.utilisation:.0%} of the run")
     if result.server_timing_ms:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in result.server_timing_ms.items())
         console.print(f"server timing (mean ms): {parts}")

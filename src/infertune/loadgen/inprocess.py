@@ -42,6 +42,8 @@ class BatcherStats:
     rejected: int = 0
     shed: int = 0
     failed_batches: int = 0
+    busy_s: float = 0.0  # summed over workers
+    open_s: float = 0.0  # from start() to stop()
 
     @property
     def mean_batch_size(self) -> float:
@@ -61,8 +63,16 @@ class MicroBatcher:
         self._cond = threading.Condition()
         self._stopping = False
         self._threads: list[threading.Thread] = []
+        self._started = 0.0
+
+    def utilisation(self) -> float | None:
+        """Busy worker-time over workers x the time the batcher was running."""
+        if self.stats.open_s <= 0:
+            return None
+        return self.stats.busy_s / (self.policy.workers * self.stats.open_s)
 
     def start(self) -> None:
+        self._started = self.clock()
         self._stopping = False
         self._threads = [threading.Thread(target=self._work, name=f"infertune-batcher-{i}",
                                           daemon=True) for i in range(self.policy.workers)]
@@ -76,6 +86,7 @@ class MicroBatcher:
         for thread in self._threads:
             thread.join()
         self._threads = []
+        self.stats.open_s += self.clock() - self._started
         with self._cond:  # anything still queued gets an answer, not silence
             while self._queue:
                 self._queue.popleft().future.set_result(Reply("503"))
@@ -133,6 +144,7 @@ class MicroBatcher:
             self.stats.batches += 1
             self.stats.items += len(batch)
             self.stats.failed_batches += int(failed)
+            self.stats.busy_s += end - start
         for item in batch:
             if failed:
                 item.future.set_result(Reply("500"))
@@ -159,9 +171,10 @@ class InProcessTarget:
 
     async def open(self) -> None:
         if self.warmup:
-            # One full batch first, so lazy initialisation does not land in the measurement.
-            size = self.policy.max_batch_size
-            self.adapter.predict([self.inputs[i % len(self.inputs)] for i in range(size)])
+            # Every batch size once first (runtimes plan per shape), so lazy initialisation
+            # does not land in the measurement.
+            for size in range(1, self.policy.max_batch_size + 1):
+                self.adapter.predict([self.inputs[i % len(self.inputs)] for i in range(size)])
         self.batcher.start()
 
     async def send(self, index: int) -> Reply:
@@ -170,3 +183,6 @@ class InProcessTarget:
 
     async def close(self) -> None:
         self.batcher.stop()
+
+    def utilisation(self) -> float | None:
+        return self.batcher.utilisation()

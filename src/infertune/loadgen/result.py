@@ -83,6 +83,7 @@ class LoadResult:
     server_timing_ms: dict[str, float]  # mean per Server-Timing phase over successes
     timeline: list[TimelinePoint]
     warnings: list[str] = field(default_factory=list)
+    utilisation: float | None = None  # model workers' busy share, when the target knows it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +96,7 @@ class LoadResult:
             "errors": self.errors, "waited_for_slot": self.waited_for_slot,
             "server_timing_ms": dict(self.server_timing_ms),
             "timeline": [p.to_dict() for p in self.timeline], "warnings": list(self.warnings),
+            "utilisation": self.utilisation,
         }
 
     @classmethod
@@ -111,7 +113,7 @@ class LoadResult:
             errors=data["errors"], waited_for_slot=data["waited_for_slot"],
             server_timing_ms=dict(data["server_timing_ms"]),
             timeline=[TimelinePoint.from_dict(p) for p in data["timeline"]],
-            warnings=list(data.get("warnings", [])),
+            warnings=list(data.get("warnings", [])), utilisation=data.get("utilisation"),
         )
 
 

@@ -107,5 +107,9 @@ def run_load(schedule: Schedule, target: Target, options: RunOptions | None = No
     options = options or RunOptions()
     records = asyncio.run(run_schedule(schedule, target, options, clock=clock,
                                        on_progress=on_progress))
-    return summarise(target.name, records, schedule.stats(), lag_warn_ms=options.lag_warn_ms,
-                     seed=options.seed)
+    result = summarise(target.name, records, schedule.stats(),
+                       lag_warn_ms=options.lag_warn_ms, seed=options.seed)
+    utilisation = getattr(target, "utilisation", None)
+    if callable(utilisation):  # in-process targets know their workers' busy time
+        result.utilisation = utilisation()
+    return result

@@ -178,6 +178,9 @@ def test_in_process_target_runs_a_schedule() -> None:
     schedule = build_schedule(ScheduleSpec(shape="poisson", rate=200, duration_s=0.5, seed=1))
     result = run_load(schedule, target)
     assert result.ok == result.sent == len(schedule)
-    assert adapter.calls[0] == 4  # the warm-up batch
+    assert adapter.calls[:4] == [1, 2, 3, 4]  # warm-up: every batch size once
     assert max(adapter.calls) <= 4
+    assert sum(adapter.calls[4:]) == result.sent
     assert set(result.server_timing_ms) == {"queue", "inference"}
+    assert result.utilisation is not None and 0.0 <= result.utilisation <= 1.0
+    assert LoadResult.from_dict(result.to_dict()).utilisation == result.utilisation
