@@ -1,0 +1,117 @@
+import json
+
+import pytest
+
+from infertune.cli import main
+from infertune.errors import ConfigError, IncompatibleInputError
+from infertune.measure.profile import Profile, ProfileSettings, profile
+from infertune.measure.utilisation import Sample
+
+SMALL = dict(batch_sizes=(1, 2), requests=40, rounds=2, warmup=2, curve_repeats=2,
+             typical_batch=2, hotspot_calls=1, cold_start_requests=6, cold_start_seconds=2.0)
+
+
+def _fixed_sample() -> Sample:
+    return Sample(process_cpu=90.0, system_cpu=50.0, steal=0.0, rss_mb=200.0)
+
+
+def test_profile_text_model(tiny_text, sentences) -> None:
+    steps: list[str] = []
+    result = profile(tiny_text, sentences, settings=ProfileSettings(**SMALL),
+                     data_source="test", progress=lambda step, d, t: steps.append(step),
+                     sample_fn=_fixed_sample)
+    assert result.stages.summaries["e2e"].count == 40
+    assert len(result.rounds) == 2 and sum(r.count for r in result.rounds) == 40
+    assert sum(result.stages.share_p50.values()) == pytest.approx(100.0)
+    assert result.padding is not None and result.padding.batch_size == 2
+    assert result.hotspots is not None and result.hotspots.tool == "torch.profiler"
+    assert result.cold_start is None and "cold_start" in result.skipped
+    assert result.curve.seq_lens and result.curve.typical_seq_len is not None
+    assert result.utilisation.peak_rss_mb == 200.0
+    assert any("dominates p50" in line for line in result.diagnosis)
+    assert any(line.startswith("Padding waste") for line in result.diagnosis)
+    assert "stage timing (single requests)" in steps
+    assert set(result.step_seconds) == {"cold_start", "stages", "curve", "hotspots", "padding"}
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["schema"] == "infertune.profile/v1"
+    assert Profile.from_dict(data).to_dict() == data
+
+
+def test_profile_onnx_model_with_cold_start(tiny_onnx, tiny_onnx_path) -> None:
+    result = profile(tiny_onnx, tiny_onnx.sample_inputs(8), settings=ProfileSettings(**SMALL),
+                     model_ref=str(tiny_onnx_path), sample_fn=_fixed_sample)
+    assert result.cold_start is not None and result.cold_start.load_s > 0
+    assert result.hotspots is not None and result.hotspots.tool == "onnxruntime"
+    assert result.padding is None and "padding" in result.skipped
+    assert [p.seq_len for p in result.curve.points] == [None, None]
+    assert any(line.startswith("Cold start") for line in result.diagnosis)
+
+
+def test_data_that_does_not_fit_is_one_user_error(tiny_onnx) -> None:
+    with pytest.raises(IncompatibleInputError):
+        profile(tiny_onnx, ["some text"], settings=ProfileSettings(**SMALL))
+
+
+def test_settings_validation() -> None:
+    with pytest.raises(ConfigError):
+        ProfileSettings(batch_sizes=(0,))
+    with pytest.raises(ConfigError):
+        ProfileSettings(requests=3, rounds=4)
+    cfg = ProfileSettings(**SMALL)
+    assert ProfileSettings.from_dict(cfg.to_dict()) == cfg
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1, err
+    assert err.startswith("error: ") and "\n" not in err
+    return err
+
+
+@pytest.mark.parametrize("sizes", ["0", "a,b", "1,-2", ""])
+def test_cli_bad_batch_sizes(capsys, sizes) -> None:
+    assert "--batch-sizes" in _one_line_error(capsys, ["profile", "minilm", "--batch-sizes",
+                                                       sizes])
+
+
+def test_cli_missing_model(capsys) -> None:
+    assert "/no/such/model" in _one_line_error(capsys, ["profile", "/no/such/model"])
+
+
+def test_cli_data_not_fitting_the_model(capsys, tiny_onnx_path, tmp_path) -> None:
+    data = tmp_path / "text.jsonl"
+    data.write_text('{"input": "hello"}\n{"input": "world"}\n')
+    err = _one_line_error(capsys, ["profile", str(tiny_onnx_path), "--data", str(data)])
+    assert "does not fit" in err
+
+
+def test_cli_profile_and_compare_tiny_onnx(capsys, tiny_onnx_path, tmp_path) -> None:
+    out = tmp_path / "profile.json"
+    rc = main(["profile", str(tiny_onnx_path), "--batch-sizes", "1,2", "--requests", "20",
+               "--curve-repeats", "2", "--no-cold-start", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    data = json.loads(out.read_text())
+    assert data["schema"] == "infertune.profile/v1"
+    assert [p["batch_size"] for p in data["curve"]["points"]] == [1, 2]
+    assert "dominates p50" in captured.out
+
+    cmp_out = tmp_path / "compare.json"
+    rc = main(["compare", str(tiny_onnx_path), str(tiny_onnx_path), "--budget", "2s",
+               "--block-size", "10", "--json", str(cmp_out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    result = json.loads(cmp_out.read_text())
+    assert result["schema"] == "infertune.compare/v1"
+    assert result["verdict"] in ("no significant difference", "B is faster", "B is slower")
+    assert result["stats"]["n_a"] == result["stats"]["n_b"] >= 50
+    assert "verdict (p50" in captured.out
+
+
+def test_cli_compare_bad_budget(capsys, tiny_onnx_path) -> None:
+    assert "--budget" in _one_line_error(capsys, ["compare", str(tiny_onnx_path),
+                                                  str(tiny_onnx_path), "--budget", "soon"])
