@@ -6,8 +6,9 @@ TensorAdapter. Steps, all in this one run on this machine:
   1. measure the batch service time: predict() on batches of 1..max_batch_size, interleaved,
      ``--reps`` times each -> an EmpiricalServiceTime (the measured samples, drawn at random);
   2. for each load (a fraction of the policy's measured capacity, max_batch / mean(t_max)):
-     build one seeded Poisson schedule, simulate it, then send the same schedule to the model
-     behind the in-process batcher; print both p95s side by side;
+     re-measure the service samples (this machine is shared; its speed drifts), build one
+     seeded Poisson schedule, simulate it, then send the same schedule to the model behind
+     the in-process batcher; print both p95s side by side;
   3. time a sweep of simulated policies.
 
     .venv/bin/python benchmarks/simulator_vs_measured.py [--duration 8] [--reps 60]
@@ -94,7 +95,8 @@ def main() -> None:
         rate = load * capacity
         schedule = build_schedule(ScheduleSpec(shape="poisson", rate=rate,
                                                duration_s=args.duration, seed=100 + i))
-        predicted = simulate(schedule, EmpiricalServiceTime(samples, seed=i), policy)
+        fresh = measure_service(adapter, args.max_batch, args.reps) if i else samples
+        predicted = simulate(schedule, EmpiricalServiceTime(fresh, seed=i), policy)
         target = InProcessTarget(adapter, policy, inputs)
         measured = run_load(schedule, target)
         assert measured.latency is not None and predicted.p95_ms is not None

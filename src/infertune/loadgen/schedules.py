@@ -202,12 +202,12 @@ def _trace(spec: ScheduleSpec, rng: np.random.Generator) -> tuple[np.ndarray, fl
     if spec.trace is None:
         raise ConfigError("shape 'trace' needs a file; pass --trace with a .csv or .jsonl file")
     offsets = read_trace(spec.trace) / spec.trace_scale
-    span = float(offsets[-1]) if offsets.size else 0.0
-    duration = spec.duration_s if spec.duration_s is not None else span
-    if duration <= 0:
-        # A single-instant trace still needs a positive window for a rate.
-        duration = 1.0
-    return offsets[offsets < duration] if spec.duration_s is not None else offsets, duration
+    if spec.duration_s is not None:
+        return offsets[offsets < spec.duration_s], spec.duration_s
+    span, n = float(offsets[-1]), int(offsets.size)
+    # The trace's own window: first arrival to one mean gap after the last, so the mean rate
+    # is (n - 1) / span, the rate of its n - 1 gaps. A trace of one instant gets 1 s.
+    return offsets, span * n / (n - 1) if span > 0 else 1.0
 
 
 SHAPES: dict[str, Builder] = {

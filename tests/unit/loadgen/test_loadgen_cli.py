@@ -81,3 +81,20 @@ def test_latency_strip_scales_to_worst_second() -> None:
               TimelinePoint(2, 5, 1.0, 80.0)]
     strip = latency_strip(points).splitlines()[1].strip()
     assert strip == "▂·█"
+
+
+@pytest.mark.parametrize("args,scv", [
+    (["--shape", "poisson", "--rate", "200"], 1.0),
+    (["--shape", "gamma", "--rate", "400", "--burstiness", "0.25"], 4.0),
+])
+def test_schedule_only_burstiness(args: list[str], scv: float, tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    assert main(["loadtest", *args, "--duration", "100s", "--schedule-only", "--seed", "4",
+                 "--json", str(out)]) == 0
+    stats = json.loads(out.read_text())["stats"]
+    # 5 delta-method standard errors of the sample SCV of gamma(k = 1/scv) gaps (the
+    # derivation is in test_loadgen_schedules.py)
+    k, n = 1 / scv, stats["count"] - 1
+    m2, m3, m4 = 1 / k, 2 / k**2, 3 / k**2 + 6 / k**3
+    se = ((m4 - m2**2 + 4 * m2**2 * m2 - 4 * m2 * m3) / n) ** 0.5
+    assert abs(stats["gap_scv"] - scv) < 5 * se

@@ -113,7 +113,10 @@ def test_trace_csv_timestamps_and_scale(tmp_path: Path) -> None:
     assert read_trace(path).tolist() == [0.0, 0.5, 1.0, 3.0]
     s = build_schedule(ScheduleSpec(shape="trace", trace=path, trace_scale=2.0, duration_s=None))
     assert s.offsets_s.tolist() == [0.0, 0.25, 0.5, 1.5]
-    assert s.duration_s == 1.5
+    assert s.duration_s == pytest.approx(2.0)  # 3 gaps over 1.5 s: 2 req/s, window 4 / 2
+    assert s.stats().mean_rate == pytest.approx(2.0)
+    cut = build_schedule(ScheduleSpec(shape="trace", trace=path, duration_s=1.0))
+    assert cut.offsets_s.tolist() == [0.0, 0.5] and cut.duration_s == 1.0
 
 
 def test_trace_jsonl_gaps_and_bare_numbers(tmp_path: Path) -> None:
