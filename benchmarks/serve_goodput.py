@@ -10,7 +10,8 @@ Serves the same model (default: the built-in MiniLM) three ways, each in its own
 and drives each with the same seeded open-loop Poisson schedule (infertune.loadgen: latency
 from the intended send time) at rising rates. Rates are interleaved — at each rate every
 still-passing server gets its step, in a shuffled order — so background load on a shared
-machine drifts across servers alike. A server stops climbing at its first failing rate.
+machine drifts across servers alike. A server stops climbing after two failing rates in a
+row. Every request carries a new text, so no server (infertune has a cache) answers repeats.
 
 Goodput = the highest rate with p99 <= --slo-ms and < 1% errors (sheds count as errors).
 Each request carries one sentence, as online embedding traffic does.
@@ -186,7 +187,11 @@ def step(port: int, rate: float, seconds: float, seed: int) -> dict[str, Any]:
 
     schedule = build_schedule(ScheduleSpec(shape="poisson", rate=rate, duration_s=seconds,
                                            seed=seed))
-    bodies = [{"inputs": [s]} for s in SENTENCES]
+    # Every request a new text: the benchmark measures batching, and infertune's cache would
+    # otherwise answer repeats in microseconds (the other servers have no cache).
+    count = int(rate * seconds * 2) + 16
+    bodies = [{"inputs": [f"{SENTENCES[i % len(SENTENCES)]} (request {seed}-{i})"]}
+              for i in range(count)]
     result = run_load(schedule, HttpTarget(f"http://127.0.0.1:{port}/v1/predict",
                                            bodies=bodies, timeout_s=30))
     failed = result.sent - result.ok
@@ -204,7 +209,7 @@ def passes(row: dict[str, Any], slo_ms: float) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm")
-    parser.add_argument("--rates", default="5,10,20,40,60,80,120,160")
+    parser.add_argument("--rates", default="5,10,20,30,40,60,80,120")
     parser.add_argument("--step-s", type=float, default=6.0)
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--servers", default=",".join(SERVERS))
@@ -255,7 +260,9 @@ def run_benchmark(args: argparse.Namespace) -> int:
                       f"  p99={row['p99_ms']:8.1f} ms  errors={row['error_pct']:5.1f}%  "
                       f"client-lag p99={row['lag_p99_ms']:.1f} ms  {'pass' if ok else 'FAIL'}",
                       flush=True)
-                if not ok:
+                # One failing step can be a neighbour's CPU spike on a shared machine: a server
+                # stops climbing after two failing rates in a row.
+                if not ok and len(rows[kind]) > 1 and not passes(rows[kind][-2], args.slo_ms):
                     climbing.discard(kind)
             if not climbing:
                 break
