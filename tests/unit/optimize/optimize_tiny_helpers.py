@@ -22,7 +22,9 @@ SENTENCES = [
 ] * 3
 
 
-def make_tiny_bert(folder: Path) -> Path:
+def make_tiny_bert(folder: Path, outlier: float | None = None) -> Path:
+    """``outlier``: one weight of layer 1's FFN output set to this value, so per-tensor INT8
+    of that one MatMul rounds its other weights to zero (a known most-sensitive layer)."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
@@ -34,8 +36,13 @@ def make_tiny_bert(folder: Path) -> Path:
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=64)
-    BertModel(config).eval().save_pretrained(str(folder), safe_serialization=True)
+                        max_position_embeddings=64,
+                        initializer_range=0.02 if outlier is None else 0.2)
+    model = BertModel(config).eval()
+    if outlier is not None:
+        with torch.no_grad():
+            model.encoder.layer[1].intermediate.dense.weight[0, 0] = outlier
+    model.save_pretrained(str(folder), safe_serialization=True)
     return folder
 
 

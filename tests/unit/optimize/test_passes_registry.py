@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
 from optimize_tiny_helpers import SENTENCES, hardware
 
@@ -86,26 +84,37 @@ def test_a_failing_pass_is_skipped_and_its_dependents_too(tiny_adapter, tmp_path
     assert status["ort_int8_mixed"] == ("skipped", "needs variant 'ort_fused', which was not built")
 
 
-def test_mixed_precision_keeps_sensitive_layers_until_the_floor_holds(tiny_adapter, tmp_path):
-    from infertune.optimize import QualityTarget
-    from infertune.optimize.passes.mixed_precision import MixedPrecisionPass
+def test_mixed_precision_keeps_sensitive_layers_until_the_floor_holds(tmp_path):
+    from optimize_tiny_helpers import make_tiny_bert
 
-    baseline_ctx = PassContext(tiny_adapter, hardware(["avx2", "avx512_vnni"]), tmp_path,
-                               SENTENCES, quality=QualityTarget(min_mean_cosine=0.0))
-    loose = build_variants(tiny_adapter, baseline_ctx, names=["ort_int8_mixed"])[-1]
-    per_tensor_cos = loose.manifest.passes[-1].settings["calibration_mean_cosine"]
-    assert loose.manifest.fp32_layers == []  # any INT8 mix meets a floor of 0
-    # a floor just above all-INT8's measured cosine forces at least one fp32 layer
-    floor = 1.0 - (1.0 - per_tensor_cos) / 4
-    ctx = PassContext(tiny_adapter, hardware(["avx2", "avx512_vnni"]), tmp_path / "strict",
-                      SENTENCES, quality=QualityTarget(min_mean_cosine=floor))
-    registry = REGISTRY | {"ort_int8_mixed": partial(MixedPrecisionPass, per_channel=False)}
-    strict = build_variants(tiny_adapter, ctx, names=["ort_int8_mixed"], registry=registry)[-1]
-    assert strict.built, strict.reason
-    settings = strict.manifest.passes[-1].settings
-    assert settings["calibration_mean_cosine"] >= floor
-    kept = [layer.name for layer in strict.manifest.fp32_layers]
-    assert kept == settings["excluded"] and 1 <= len(kept) < settings["quantizable_nodes"]
-    ranked = [node for node, _, _ in settings["sensitivity"]]
-    assert kept == ranked[: len(kept)]  # the most sensitive first, one at a time
-    assert "kept fp32 to meet mean cosine >=" in strict.manifest.fp32_layers[0].reason
+    from infertune.models import load
+    from infertune.optimize import QualityTarget
+
+    # one planted outlier weight: per-tensor INT8 of that MatMul rounds its other weights away
+    adapter = load(make_tiny_bert(tmp_path / "model", outlier=10.0), task="embedding")
+    ctx = PassContext(adapter, hardware(["avx2", "avx512_vnni"]), tmp_path / "out", SENTENCES,
+                      quality=QualityTarget(min_mean_cosine=0.999))
+    results = {r.pass_name: r for r in build_variants(
+        adapter, ctx, names=["ort_int8_dynamic_per_tensor", "ort_int8_mixed"])}
+    assert results["ort_int8_dynamic_per_tensor"].manifest.agreement.mean_cosine < 0.999
+    mixed = results["ort_int8_mixed"]
+    assert mixed.built, mixed.reason
+    settings = mixed.manifest.passes[-1].settings
+    planted = "/module/encoder/layer.1/intermediate/dense/MatMul"
+    assert settings["sensitivity"][0][0] == planted  # found as the most sensitive node
+    assert settings["excluded"] == [planted]  # and it alone was enough
+    assert settings["calibration_mean_cosine"] >= 0.999
+    assert mixed.manifest.agreement.mean_cosine >= 0.999
+    assert [f.name for f in mixed.manifest.fp32_layers] == [planted]
+    assert "rank 1 of 8" in mixed.manifest.fp32_layers[0].reason
+    assert mixed.manifest.op_counts["MatMul"] == 1  # the one left in fp32
+
+
+def test_mixed_precision_skips_when_no_mix_meets_the_floor(tiny_adapter, tmp_path):
+    from infertune.optimize import QualityTarget
+
+    ctx = PassContext(tiny_adapter, hardware(["avx2", "avx512_vnni"]), tmp_path, SENTENCES,
+                      quality=QualityTarget(min_mean_cosine=1.0, min_min_cosine=1.0))
+    mixed = build_variants(tiny_adapter, ctx, names=["ort_int8_mixed"])[-1]
+    assert mixed.status == "skipped"
+    assert mixed.reason.startswith("no INT8 mix meets mean cosine >= 1.0 and min cosine >= 1.0")
