@@ -150,10 +150,10 @@ def measure_against_baseline(compare: Compare, baseline_call: Callable[[Sequence
 
 
 def time_alone(call: Callable[[Sequence[Any]], Any], requests: Sequence[Sequence[Any]], *,
-               budget_s: float, min_n: int = 20, warmup: int = 3,
+               budget_s: float, min_n: int = 20, max_n: int = 300, warmup: int = 3,
                clock: Callable[[], float] = time.perf_counter) -> list[float]:
     """Per-request latencies (ms) of ``call`` on ``requests`` in order, until ``budget_s`` is
-    spent once ``min_n`` are in (or every request is used)."""
+    spent once ``min_n`` are in, or ``max_n`` (or every request) is used."""
     for req in requests[:warmup]:
         call(req)
     out: list[float] = []
@@ -162,7 +162,7 @@ def time_alone(call: Callable[[Sequence[Any]], Any], requests: Sequence[Sequence
         t0 = clock()
         call(req)
         out.append((clock() - t0) * 1000.0)
-        if len(out) >= min_n and clock() - start >= budget_s:
+        if len(out) >= max_n or (len(out) >= min_n and clock() - start >= budget_s):
             break
     return out
 

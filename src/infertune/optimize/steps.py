@@ -214,7 +214,7 @@ def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
     survivors = select_survivors(state.candidates, keep=keep)
     for i, cand in enumerate(survivors):
         remaining = len(survivors) - i
-        per = min(budget.share(0.35 / remaining), 40.0)
+        per = min(budget.share(0.35 / remaining), 8.0 if state.options.quick else 40.0)
         if per < NEED_PROPER_S and not (state.options.quick and per >= NEED_QUICK_S):
             state.skip(f"interleaved measurement of {cand.variant_id}",
                        f"only {per:.0f} s left for it; the quick figure stands",

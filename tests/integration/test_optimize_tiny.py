@@ -1,0 +1,132 @@
+"""`infertune optimize` end to end on a tiny BERT built in the test (random weights, 2 layers),
+with --quick: the run directory, report.json's contract with serve, provenance of every number,
+and the three edge cases (SLO already met, no variant meets the floor, budget too small)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infertune.cli import main
+from infertune.config import ServePolicy
+from infertune.report.provenance import assert_all_figures_have_provenance
+from infertune.report.schema import Report
+
+WORDS = ("the a is was fast slow model query answer user password reset report revenue grew "
+         "costs stayed flat inference matters when users wait for every how do i my quarterly "
+         "shows eight percent while").split()
+
+
+def _tiny_bert(folder: Path) -> Path:
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(str(folder))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).eval().save_pretrained(str(folder), safe_serialization=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("optimize_tiny")
+    model = _tiny_bert(root / "model")
+    rng = __import__("random").Random(0)
+    lines = []
+    for i in range(60):
+        n = rng.randint(2, 14)
+        text = " ".join(rng.choice(WORDS) for _ in range(n))
+        lines.append(json.dumps({"input": text if i % 10 else "how do i reset my password"}))
+    data = root / "data.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    return {"root": root, "model": model, "data": data}
+
+
+def _scenario(root: Path, name: str, **changes: object) -> Path:
+    base = {
+        "model": {"name": "tiny-bert", "family": "transformer-encoder", "task": "embedding",
+                  "framework": "pytorch"},
+        "deployment": {"target": "container", "hardware": {"cpu": "test cpu"},
+                       "cost_per_hour_usd": 0.1},
+        "inputs": {"typical": {"batch_size": 1, "seq_len": 16}},
+        "slo": {"p95_ms": 5, "p99_ms": 10},
+        "traffic": {"pattern": "bursty", "mean_rps": 20, "peak_rps": 60},
+        "constraints": {"quality_floor": {"metric": "mean_cosine", "min": 0.99}},
+    }
+    base.update(changes)
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(base))
+    return path
+
+
+def _run(tiny: dict[str, Path], scenario: Path, out: Path, budget: str = "60s") -> int:
+    return main(["optimize", str(tiny["model"]), "--scenario", str(scenario), "--data",
+                 str(tiny["data"]), "--quick", "--budget", budget, "--out", str(out)])
+
+
+def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys) -> None:
+    out = tiny["root"] / "run"
+    assert _run(tiny, _scenario(tiny["root"], "plain"), out) == 0
+    printed = capsys.readouterr().out
+    assert str((out / "report.html").resolve()) in printed.replace("\n", "")
+    for name in ("scenario.yaml", "hardware.json", "profile.json", "report.json", "report.md",
+                 "report.html"):
+        assert (out / name).is_file(), name
+    report = json.loads((out / "report.json").read_text())
+    assert report["schema"] == "infertune.report/v1" and report["kind"] == "run"
+    Report.from_dict(report)  # renderers and `infertune report` can read it back
+    assert_all_figures_have_provenance(report)
+    vid = report["recommendation"]["variant_id"]
+    folder = out / "variants" / vid
+    assert (folder / "manifest.json").is_file()
+    policy = ServePolicy(**report["serving"]["policy"])  # what serve reads
+    assert policy.max_batch_size >= 1
+    # every screened variant left its measurements beside its manifest
+    screened = [r["variant_id"] for r in report["variants"][1:]]
+    assert screened
+    for v in screened:
+        assert (out / "variants" / v / "latency.json").is_file()
+        assert (out / "variants" / v / "quality.json").is_file()
+    assert report["policies"] and any(p["goodput"] for p in report["policies"])
+    assert any(o["source"] == "estimate" for o in report["options"])
+    assert any(o["source"] == "measured" for o in report["options"])
+
+
+def test_slo_already_met_turns_to_cost(tiny) -> None:
+    out = tiny["root"] / "met"
+    sc = _scenario(tiny["root"], "met", slo={"p95_ms": 5000, "p99_ms": 9000})
+    assert _run(tiny, sc, out) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["problem"]["inside_slo"] is True
+    assert "already meets the SLO" in report["problem"]["statement"]
+    assert "cost" in report["problem"]["statement"]
+
+
+def test_no_variant_meets_the_floor_recommends_the_baseline(tiny) -> None:
+    out = tiny["root"] / "nofloor"
+    floor = {"quality_floor": {"metric": "mean_cosine", "max_drop": 0.0}}
+    assert _run(tiny, _scenario(tiny["root"], "nofloor", constraints=floor), out) == 0
+    report = json.loads((out / "report.json").read_text())
+    verdicts = {r["variant_id"]: r["quality_verdict"] for r in report["variants"][1:]}
+    assert verdicts and "pass" not in verdicts.values()
+    rec = report["recommendation"]
+    assert rec["variant_id"] == "torch_fp32"
+    assert "no variant met the quality floor" in rec["reason"]
+    top = [o for o in report["options"] if o["within_risk_budget"]][0]
+    assert top["category"] != "variant"  # the top option is a non-quantizing one
+    assert_all_figures_have_provenance(report)
+
+
+def test_budget_too_small_says_what_it_needs(tiny, capsys) -> None:
+    rc = _run(tiny, _scenario(tiny["root"], "small"), tiny["root"] / "small", budget="10s")
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "too small to measure anything" in err and "at least 45 s" in err
