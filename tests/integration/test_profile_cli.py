@@ -10,8 +10,8 @@ from infertune.cli import main
 @pytest.mark.slow
 def test_profile_minilm_writes_everything(capsys, tmp_path) -> None:
     out = tmp_path / "profile.json"
-    rc = main(["profile", "minilm", "--batch-sizes", "1,4", "--requests", "60",
-               "--curve-repeats", "3", "--json", str(out)])
+    rc = main(["profile", "minilm", "--quick", "--batch-sizes", "1,4", "--requests", "60",
+               "--json", str(out)])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     data = json.loads(out.read_text())

@@ -72,12 +72,17 @@ def register(app: typer.Typer) -> None:
         ] = "1,2,4,8,16,32",
         json_out: Annotated[Path | None, typer.Option(
             "--json", help="write profile.json (schema infertune.profile/v1) here")] = None,
-        requests: Annotated[int, typer.Option(
-            "--requests", min=2, help="single requests timed for the stage breakdown")] = 1000,
-        curve_repeats: Annotated[int, typer.Option(
-            "--curve-repeats", min=1, help="timed forward calls per curve point (at most)")] = 10,
+        requests: Annotated[int | None, typer.Option(
+            "--requests", min=2, help="single requests timed for the stage breakdown "
+            "[default: 1000; 100 with --quick]")] = None,
+        curve_repeats: Annotated[int | None, typer.Option(
+            "--curve-repeats", min=1, help="timed forward calls per curve point, at most "
+            "[default: 10; 3 with --quick]")] = None,
         cold_start: Annotated[bool, typer.Option(
             "--cold-start/--no-cold-start", help="measure cold start in a fresh process")] = True,
+        quick: Annotated[bool, typer.Option(
+            "--quick", help="a short run: 100 requests, 3 repeats per curve point, tight time "
+            "caps (tail figures rest on few samples)")] = False,
         seed: Annotated[int, typer.Option("--seed", help="seed for the bootstrap CIs")] = 0,
     ) -> None:
         from infertune.cli._common import quiet_libraries, write_json
@@ -85,9 +90,14 @@ def register(app: typer.Typer) -> None:
         from infertune.measure.profile import ProfileSettings, profile
         from infertune.models import load
 
-        settings = ProfileSettings(batch_sizes=parse_batch_sizes(batch_sizes), requests=requests,
-                                   rounds=min(4, requests // 2), curve_repeats=curve_repeats,
-                                   cold_start=cold_start, seed=seed)
+        chosen: dict[str, Any] = {"batch_sizes": parse_batch_sizes(batch_sizes),
+                                  "cold_start": cold_start, "seed": seed}
+        # explicit --requests / --curve-repeats win over --quick's values
+        if requests is not None:
+            chosen.update(requests=requests, rounds=min(4, requests // 2))
+        if curve_repeats is not None:
+            chosen["curve_repeats"] = curve_repeats
+        settings = (ProfileSettings.quick(**chosen) if quick else ProfileSettings(**chosen))
         quiet_libraries()
         adapter = load(model)
         inputs, source = load_data(model, data, adapter)

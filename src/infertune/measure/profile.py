@@ -68,6 +68,16 @@ class ProfileSettings:
             if getattr(self, name) < 1 and name != "warmup":
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
 
+    @classmethod
+    def quick(cls, **overrides: Any) -> ProfileSettings:
+        """A short run (tens of seconds): fewer requests and repeats, tighter time caps. Its
+        tail figures rest on few samples, and the tail notes say so."""
+        fields: dict[str, Any] = dict(
+            requests=100, rounds=2, stage_seconds=8.0, min_round_requests=20, warmup=3,
+            curve_repeats=3, curve_seconds=8.0, hotspot_calls=1, cold_start_requests=10,
+            cold_start_seconds=2.0)
+        return cls(**{**fields, **overrides})
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "batch_sizes": list(self.batch_sizes)}
 
