@@ -136,7 +136,10 @@ def _run(baseline: Any, variant: Any, held: Any, floor: Any, metrics: list[str] 
     from infertune.quality.validate import compare_quality
 
     columns = (TextColumn("running both models"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    console = Console(stderr=True)
+    # no bar when stderr is not a terminal: CI logs and scripts get only the one-line result
+    with Progress(*columns, console=console, transient=True,
+                  disable=not console.is_terminal) as bar:
         job = bar.add_task("validate", total=2 * len(held))
         return compare_quality(
             baseline, variant, held, floor, metrics or None, batch_size, task=task,
@@ -152,13 +155,14 @@ def _print(result: Any, json_out: Path | None) -> None:
     console.print(f"baseline {result.baseline}\nvariant  {result.variant}\n"
                   f"data     {result.data_source} ({result.n_examples} examples, "
                   f"{'with' if result.has_labels else 'no'} labels; task {result.task})")
-    table = Table("metric", "vs", "variant [95% CI]", "baseline", "note")
+    table = Table("metric", "vs", "baseline", "note")
+    table.add_column("variant [95% CI]", no_wrap=True)
     for m in result.metrics:
         note = "extreme: CI unreliable" if m.note else ""
         if m.diff is not None:
             note = f"diff {m.diff:+.4f} [{m.diff_ci_low:+.4f}, {m.diff_ci_high:+.4f}]"
-        table.add_row(m.name, m.vs, f"{m.value:.4f} [{m.ci_low:.4f}, {m.ci_high:.4f}]",
-                      f"{m.baseline_value:.4f}", note)
+        table.add_row(m.name, m.vs, f"{m.baseline_value:.4f}", note,
+                      f"{m.value:.4f} [{m.ci_low:.4f}, {m.ci_high:.4f}]")
     console.print(table)
     if result.drift is not None:
         parts = ", ".join(f"{s.name} {s.verdict}" + (f" (PSI {s.psi:.3f})" if s.psi is not None

@@ -170,7 +170,7 @@ def run_outputs(model: Adapter, inputs: Sequence[Any], batch_size: int = 32,
         except Exception as exc:  # runtimes raise untyped errors for feeds of the wrong shape
             first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
             raise IncompatibleInputError(
-                f"{model.info.id} could not run on {source} (examples {start}..): "
+                f"{model.info.id} could not run on {source} (batch from example {start}): "
                 f"{type(exc).__name__} {first}; check that the data matches the model's input"
             ) from exc
         rows.extend(model.postprocess(raw, feeds))
