@@ -137,7 +137,7 @@ def assemble(state: RunState) -> dict[str, Any]:
                                "here the baseline already meets the SLO unloaded, so this "
                                "report turns to cost."})
     options = build_options(state, inside)
-    rec, serving = recommendation(state)
+    rec, serving = recommendation(state, options)
     floor = sc.constraints.quality_floor
     report = Report(
         kind="run", title=f"infertune optimize: {state.options.model}",

@@ -157,22 +157,16 @@ def _queueing_text(state: RunState) -> str:
 
 
 def build_options(state: RunState, inside: bool | None) -> list[Option]:
-    from infertune.report.advisor import _context, risk_budget, to_option
+    from infertune.report.advisor import _context, to_option
     from infertune.report.knowledge import HardwareProfile, default_dir, load_knowledge
-    from infertune.report.ranking import rank
 
     hw = state.hardware_label
     sc = state.options.scenario
     options: list[Option] = []
     kinds: set[str] = set()
-    floor_text = _floor_text(state)
-    floor = _floor_min(state)
-    for c in state.candidates:
-        if c.best_timing is None or c.dropped and c.quality_verdict != "pass":
-            continue
-        b = next((x for x in state.built if x.variant_id == c.variant_id), None)
-        margin = (c.quality_value - floor) if (floor is not None and c.quality_value) else None
-        options.append(opt.variant_option(c, b.manifest if b else {}, margin, hw, floor_text))
+    variant_opts = variant_options(state)
+    options += variant_opts
+    if variant_opts:
         kinds.add("variant")
     if state.sweep is not None:
         o = opt.policy_option(state.sweep, hw, bool(state.validations))
@@ -203,6 +197,28 @@ def build_options(state: RunState, inside: bool | None) -> list[Option]:
     kb = load_knowledge([default_dir(), opt.KNOWLEDGE_DIR])
     covered = opt.skipped_ids(kinds)
     options += [to_option(e, ctx) for e in kb.applicable(ctx) if e.id not in covered]
+    return rank_options(state, options, inside)
+
+
+def variant_options(state: RunState) -> list[Option]:
+    """Options for the variants still in the search (dropped ones were dominated or failed the
+    floor; the variants table keeps them with the reason)."""
+    floor_text, floor = _floor_text(state), _floor_min(state)
+    out = []
+    for c in state.candidates:
+        if c.best_timing is None or c.dropped:
+            continue
+        b = next((x for x in state.built if x.variant_id == c.variant_id), None)
+        margin = (c.quality_value - floor) if (floor is not None and c.quality_value) else None
+        out.append(opt.variant_option(c, b.manifest if b else {}, margin,
+                                      state.hardware_label, floor_text))
+    return out
+
+
+def rank_options(state: RunState, options: list[Option], inside: bool | None) -> list[Option]:
+    from infertune.report.advisor import risk_budget
+    from infertune.report.ranking import rank
+
     objective = "cost" if inside else "p95"
 
     def impact(o: Option) -> float:
@@ -210,7 +226,7 @@ def build_options(state: RunState, inside: bool | None) -> list[Option]:
         return -fig.mid if fig else 0.0
 
     ranked = rank(options, impact=impact, effort=lambda o: o.effort.level,
-                  risk=lambda o: o.risk.level, risk_budget=risk_budget(sc))
+                  risk=lambda o: o.risk.level, risk_budget=risk_budget(state.options.scenario))
     return [r.item.model_copy(update={"within_risk_budget": r.within_risk_budget
                                       and r.item.within_risk_budget}) for r in ranked]
 
@@ -234,8 +250,20 @@ def _caps(state: RunState) -> frozenset[str]:
     return frozenset(caps)
 
 
-def recommendation(state: RunState) -> tuple[Recommendation, Serving | None]:
-    best: Candidate | None = pick_best(state.candidates)
+def recommended_candidate(state: RunState, options: list[Option]) -> Candidate | None:
+    """The variant of the highest-ranked variant option that passes the floor (the ranking
+    weighs impact per effort within the risk budget); else the fastest passing survivor."""
+    by_id = {f"variant-{c.variant_id}": c for c in state.candidates}
+    for o in options:
+        c = by_id.get(o.id)
+        if c is not None and c.quality_verdict == "pass" and o.within_risk_budget:
+            return c
+    return pick_best(state.candidates)
+
+
+def recommendation(state: RunState, options: list[Option]
+                   ) -> tuple[Recommendation, Serving | None]:
+    best: Candidate | None = recommended_candidate(state, options)
     sw = state.sweep
     policy = sw.best if sw is not None else None
     if best is None:
@@ -252,7 +280,8 @@ def recommendation(state: RunState) -> tuple[Recommendation, Serving | None]:
         rec = Recommendation(
             variant_id=best.variant_id, option_id=f"variant-{best.variant_id}",
             policy_id=policy.policy_id if policy else None, title=best.title,
-            reason=(f"fastest variant that meets the quality floor ({best.quality_verdict}); "
+            reason=(f"top-ranked variant (impact per effort within the risk budget) that "
+                    f"meets the quality floor ({best.quality_verdict}); "
                     f"p95 {t.p95_ms:.2f} ms against {t.base_p95_ms:.2f} ms for the baseline "
                     f"({t.speedup_p95:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
                     "each)"))

@@ -22,7 +22,6 @@ from infertune.optimize.search import (
     Progress,
     batch1_requests,
     measure_against_baseline,
-    pick_best,
     quick_timing,
     select_survivors,
     time_alone,
@@ -240,7 +239,16 @@ def _folder(state: RunState, variant_id: str) -> Path | None:
 
 
 def best_adapter(state: RunState) -> tuple[str, Any]:
-    best = pick_best(state.candidates)
+    """The variant the report will recommend (same ranking), and its adapter."""
+    from infertune.optimize.runreport import (
+        inside_slo,
+        rank_options,
+        recommended_candidate,
+        variant_options,
+    )
+
+    ranked = rank_options(state, variant_options(state), inside_slo(state))
+    best = recommended_candidate(state, ranked)
     if best is not None:
         return best.variant_id, state.adapters[best.variant_id]
     return state.baseline_variant_id or "baseline", state.baseline

@@ -1,0 +1,58 @@
+"""The real minilm run in CI, with a short budget: the recommendation meets the scenario's
+quality floor, report.json keeps its contracts (provenance, serve), and the HTML report opens
+in headless Chromium without console errors. Speed is shown by benchmarks/optimize_minilm.py,
+never asserted here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infertune.cli import main
+from infertune.config import ServePolicy
+from infertune.report.provenance import assert_all_figures_have_provenance
+
+SCENARIO = Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "minilm-cpu.yaml"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--enable-logging=stderr", "--v=0"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_minilm_quick_run_recommends_a_variant_that_meets_the_floor(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    rc = main(["optimize", "minilm", "--scenario", str(SCENARIO), "--quick", "--budget", "120s",
+               "--out", str(out)])
+    assert rc == 0
+    assert "report.html" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert_all_figures_have_provenance(report)
+    ServePolicy(**report["serving"]["policy"])
+    vid = report["recommendation"]["variant_id"]
+    folder = out / "variants" / vid
+    assert (folder / "manifest.json").is_file()
+    if vid != "torch_fp32":  # a recommended variant must meet the floor on held-out data
+        quality = json.loads((folder / "quality.json").read_text())
+        assert quality["verdict"] == "pass"
+        assert quality["floor_check"]["ci_low"] >= 0.99
+    _renders_in_chromium(out / "report.html", tmp_path)
+
+
+def _renders_in_chromium(html: Path, tmp: Path) -> None:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; CI must install it")
+        pytest.skip("chromium not installed here")
+    res = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'profile'}",
+                          "--dump-dom", html.resolve().as_uri()], capture_output=True,
+                         text=True, timeout=90, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert [ln for ln in res.stderr.splitlines() if "CONSOLE" in ln] == []
+    assert "<svg" in res.stdout
