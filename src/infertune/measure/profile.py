@@ -43,14 +43,14 @@ class ProfileSettings:
     # Time caps keep the default run near two minutes on a busy 2-core machine; a round stops
     # at its share of ``stage_seconds`` once it has ``min_round_requests`` (the count is
     # reported, and the tail note says when it is too few for a stable p99).
-    stage_seconds: float = 25.0
-    min_round_requests: int = 25
+    stage_seconds: float = 20.0
+    min_round_requests: int = 10
     warmup: int = 10
     curve_repeats: int = 10
-    curve_seconds: float = 30.0  # spread over the grid's points (<= 1 s each); see curve.py
-    cold_start_seconds: float = 10.0  # cap on the fresh process's warm-up curve
+    curve_seconds: float = 25.0  # spread over the grid's points (<= 1 s each); see curve.py
+    cold_start_seconds: float = 5.0  # cap on the fresh process's warm-up curve
     typical_batch: int = 8  # the batch size padding waste and hotspots are measured at
-    hotspot_calls: int = 3
+    hotspot_calls: int = 2
     hotspot_top: int = 10
     cold_start: bool = True
     cold_start_requests: int = 30
