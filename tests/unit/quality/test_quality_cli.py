@@ -1,4 +1,5 @@
-"""`infertune validate` on tiny seeded models: exit codes, JSON output, one-line errors."""
+"""`infertune validate` on tiny seeded ONNX models (built here, no torch): exit codes, JSON
+output, one-line errors."""
 
 from __future__ import annotations
 
@@ -11,7 +12,34 @@ import pytest
 from infertune.cli import main
 from infertune.quality import QualityResult
 
-BASE, NOISY = "quality_tiny_models:baseline", "quality_tiny_models:noisy"
+
+def write_linear(path: Path, noise: float) -> str:
+    """A tiny seeded ONNX model, output = input @ W + b (4 -> 3), with ``noise`` added to W."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((4, 3)).astype(np.float32)
+    weight += noise * rng.standard_normal((4, 3)).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "W"], ["xw"]),
+         helper.make_node("Add", ["xw", "b"], ["output"])],
+        "linear",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return str(path)
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> tuple[str, str]:
+    return write_linear(tmp_path / "baseline.onnx", 0.0), write_linear(tmp_path / "noisy.onnx",
+                                                                       0.5)
 
 
 def write_data(path: Path, width: int = 4, labels: bool = True, n: int = 60) -> Path:
@@ -32,8 +60,9 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return rc, out, err
 
 
-def test_identical_models_pass_and_write_json(tmp_path: Path,
+def test_identical_models_pass_and_write_json(tmp_path: Path, models: tuple[str, str],
                                               capsys: pytest.CaptureFixture[str]) -> None:
+    BASE, _ = models
     data = write_data(tmp_path / "d.jsonl")
     out_json = tmp_path / "q.json"
     rc, out, _ = run(capsys, BASE, BASE, "--data", str(data), "--task", "classification",
@@ -45,8 +74,9 @@ def test_identical_models_pass_and_write_json(tmp_path: Path,
     assert result.metric("argmax_agreement").value == 1.0
 
 
-def test_degraded_variant_fails_with_one_line(tmp_path: Path,
+def test_degraded_variant_fails_with_one_line(tmp_path: Path, models: tuple[str, str],
                                               capsys: pytest.CaptureFixture[str]) -> None:
+    BASE, NOISY = models
     data = write_data(tmp_path / "d.jsonl", labels=False)
     out_json = tmp_path / "q.json"
     rc, _, err = run(capsys, BASE, NOISY, "--data", str(data), "--floor", "max_abs_diff<=0.01",
@@ -57,7 +87,9 @@ def test_degraded_variant_fails_with_one_line(tmp_path: Path,
     assert QualityResult.load(out_json).verdict == "fail"  # written before exiting
 
 
-def test_floor_from_a_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_floor_from_a_scenario(tmp_path: Path, models: tuple[str, str],
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    BASE, _ = models
     scenario = tmp_path / "s.yaml"
     scenario.write_text("constraints:\n  quality_floor: {metric: argmax_agreement, min: 0.95}\n")
     data = write_data(tmp_path / "d.jsonl", labels=False)
@@ -70,13 +102,16 @@ def test_floor_from_a_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (["--floor", "bleu>=0.3"], "error: unknown quality metric 'bleu'; known metrics: accuracy"),
     (["--floor", "accuracy drop<=0.01", "--task", "classification"],
      "error: accuracy is scored against labels but"),
-    (["--floor", "max_abs_diff<=1", "--data-width", "5"], "error: baseline could not run on"),
+    (["--floor", "max_abs_diff<=1", "--data-width", "5"],
+     "error: baseline: example 0 input 'input' has shape (5,); the model takes (4,)"),
     (["--floor", "max_abs_diff<=1", "--text-data"], "error: baseline: example 0 input 'input' "
      "is not numeric"),
     ([], "error: no quality floor given; pass --floor"),
 ])
-def test_bad_input_is_one_line_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_bad_input_is_one_line_exit_1(tmp_path: Path, models: tuple[str, str],
+                                      capsys: pytest.CaptureFixture[str],
                                       args: list[str], message: str) -> None:
+    BASE, NOISY = models
     width = 5 if "--data-width" in args else 4
     args = [a for a in args if a not in ("--data-width", "5")]
     data = write_data(tmp_path / "d.jsonl", width=width, labels=False)
@@ -91,6 +126,7 @@ def test_bad_input_is_one_line_exit_1(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_data_is_required_for_models_without_a_bundled_set(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        models: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    BASE, NOISY = models
     rc, _, err = run(capsys, BASE, NOISY, "--floor", "max_abs_diff<=1")
-    assert rc == 1 and err.startswith("error: --data is required for 'quality_tiny_models:")
+    assert rc == 1 and err.startswith(f"error: --data is required for {BASE!r}")

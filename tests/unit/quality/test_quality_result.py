@@ -63,3 +63,54 @@ def test_preflight_checks_requested_metrics_too() -> None:
     assert preflight("cosine>=0.99", False, None, "embedding").metric == "mean_cosine"
     with pytest.raises(DataError, match="macro_f1 is scored against labels"):
         preflight("argmax_agreement>=0.9", False, ["macro_f1"], "classification")
+
+
+def test_reranker_scores_as_one_ranked_list() -> None:
+    rng = np.random.default_rng(0)
+    relevance = rng.integers(0, 3, 60).astype(float)
+    base = relevance + 0.1 * rng.standard_normal(60)  # one score per (query, document) row
+    result = evaluate_outputs(base, base + 0.01, list(relevance), "ndcg@10 drop<=0.01",
+                              "ranking")
+    assert result.task == "reranking" and result.verdict == "pass"
+    ndcg = result.metric("ndcg@10")
+    assert ndcg.value == ndcg.baseline_value == 1.0  # a constant shift keeps the order
+    assert result.metric("rank_agreement").value == 1.0
+    shuffled = rng.permutation(base)
+    assert evaluate_outputs(base, shuffled, list(relevance), "ndcg@10 drop<=0.01",
+                            "reranking").verdict == "fail"
+
+
+def test_lower_is_better_drop_is_a_rise() -> None:
+    labels = np.linspace(0, 1, 100)
+    base = (labels + 0.01)[:, None]
+    worse = (labels + 0.2)[:, None]
+    result = evaluate_outputs(base, worse, list(labels), "mae drop<=0.05", "regression")
+    assert result.verdict == "fail"
+    assert result.floor_check.estimate == pytest.approx(0.19)
+    assert result.metric("rmse").value == pytest.approx(0.2)
+    assert evaluate_outputs(base, base, list(labels), "mae<=0.02", "regression").verdict == "pass"
+
+
+class FailingRunner:
+    """A runtime that rejects its feeds the way ONNX Runtime and torch do: an untyped error."""
+
+    runtime = "onnxruntime"
+    precision = "fp32"
+    input_names = ["input"]
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        raise RuntimeError("Got invalid dimensions for input: input\nindex: 1 Got: 5 Expected: 4")
+
+
+def test_runtime_errors_on_the_data_become_one_line() -> None:
+    from infertune.models import ModelInfo, TensorAdapter
+    from infertune.quality import run_outputs
+
+    info = ModelInfo(id="tiny", version="0", kind="tensor", task="other",
+                     runtime="onnxruntime", input_names=["input"])
+    model = TensorAdapter(info, FailingRunner(), {"input": np.zeros(4, np.float32)})
+    with pytest.raises(IncompatibleInputError) as err:
+        run_outputs(model, [np.zeros(4)] * 3, source="d.jsonl")
+    assert str(err.value) == (
+        "tiny could not run on d.jsonl (batch from example 0): RuntimeError Got invalid "
+        "dimensions for input: input; check that the data matches the model's input")
