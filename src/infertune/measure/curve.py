@@ -6,7 +6,9 @@ Interpolation rule: piecewise-linear in batch size, then piecewise-linear in seq
 Beyond the largest measured batch or length the last segment's slope is extended (latency
 keeps growing, never flattens); below the smallest measured length the smallest is used (a
 conservative floor); a batch below the smallest measured batch scales along the first segment.
-``measured`` on each point tells a caller which values are measured and which interpolated.
+With one measured batch size, latency scales in proportion to the batch (no batching gain is
+assumed). Every point in ``points`` is measured; ``unmeasured`` lists grid points the time
+budget left out, which ``latency_ms`` answers by the rules above.
 """
 
 from __future__ import annotations

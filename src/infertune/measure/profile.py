@@ -9,6 +9,7 @@ profile and the padding analysis, which do not need the sampler.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -64,9 +65,11 @@ class ProfileSettings:
         if self.rounds < 1 or self.requests < self.rounds * 2:
             raise ConfigError(f"need requests >= 2 x rounds (got {self.requests} requests, "
                               f"{self.rounds} rounds); raise requests")
-        for name in ("warmup", "curve_repeats", "typical_batch", "hotspot_calls"):
-            if getattr(self, name) < 1 and name != "warmup":
+        for name in ("curve_repeats", "typical_batch", "hotspot_calls", "min_round_requests"):
+            if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ConfigError(f"warmup must be >= 0, got {self.warmup}")
 
     @classmethod
     def quick(cls, **overrides: Any) -> ProfileSettings:
@@ -150,12 +153,16 @@ def check_fits(adapter: Adapter, inputs: Sequence[Any], source: str) -> None:
         raise IncompatibleInputError(f"{source} does not fit {adapter.info.id}: {exc}") from exc
 
 
-def profile(adapter: Adapter, data: Sequence[Any], *, settings: ProfileSettings | None = None,
+def profile(adapter: Adapter, data: Sequence[Any], batch_sizes: Sequence[int] | None = None,
+            *, settings: ProfileSettings | None = None,
             model_ref: str | None = None, data_source: str = "", progress: Progress | None = None,
             hardware: dict[str, Any] | None = None, sample_fn: SampleFn | None = None) -> Profile:
     """Measure ``adapter`` on ``data`` (raw inputs). ``model_ref`` enables the cold start
-    (it is loaded again in a fresh process); without it the cold start is skipped and says so."""
+    (it is loaded again in a fresh process); without it the cold start is skipped and says so.
+    ``batch_sizes``, when given, overrides ``settings.batch_sizes`` for the service curve."""
     cfg = settings or ProfileSettings()
+    if batch_sizes is not None:
+        cfg = dataclasses.replace(cfg, batch_sizes=tuple(batch_sizes))
     if len(data) == 0:
         raise ConfigError("no data to profile with; pass --data with at least one example")
     check_fits(adapter, data, data_source or "the data")

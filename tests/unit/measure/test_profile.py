@@ -38,12 +38,13 @@ def test_profile_text_model(tiny_text, sentences) -> None:
 
 
 def test_profile_onnx_model_with_cold_start(tiny_onnx, tiny_onnx_path) -> None:
-    result = profile(tiny_onnx, tiny_onnx.sample_inputs(8), settings=ProfileSettings(**SMALL),
-                     model_ref=str(tiny_onnx_path), sample_fn=_fixed_sample)
+    result = profile(tiny_onnx, tiny_onnx.sample_inputs(8), [1, 3],
+                     settings=ProfileSettings(**SMALL), model_ref=str(tiny_onnx_path),
+                     sample_fn=_fixed_sample)
     assert result.cold_start is not None and result.cold_start.load_s > 0
     assert result.hotspots is not None and result.hotspots.tool == "onnxruntime"
     assert result.padding is None and "padding" in result.skipped
-    assert [p.seq_len for p in result.curve.points] == [None, None]
+    assert [(p.batch_size, p.seq_len) for p in result.curve.points] == [(1, None), (3, None)]
     assert any(line.startswith("Cold start") for line in result.diagnosis)
 
 
