@@ -7,6 +7,7 @@ Which passes run depends on the budget: ``--quick`` and short budgets leave out 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from infertune.optimize.run import RunState
@@ -18,9 +19,9 @@ BASELINE_PASS = "torch_fp32"
 # compilation on 2 cores), static INT8 (calibration runs; on this model class dynamic INT8 with
 # accuracy-aware fallback is the stronger candidate), graph-level and trim variants (the fused
 # graph subsumes the first; input trimming is timed separately by optimize/inputs.py).
-FULL_PASSES = ("torch_fp32", "torch_bf16", "ort_fp32", "ort_fused",
-               "ort_int8_dynamic_per_tensor", "ort_int8_dynamic_per_channel", "ort_int8_mixed",
-               "ort_threads_cores_nospin")
+FULL_PASSES = ("torch_fp32", "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel",
+               "ort_int8_mixed", "torch_bf16", "ort_int8_dynamic_per_tensor",
+               "ort_threads_cores_nospin")  # most promising first: the budget may stop early
 QUICK_PASSES = ("torch_fp32", "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel")
 NOT_RUN = ("torch_compile", "ort_int8_static_minmax", "ort_int8_static_entropy",
            "ort_int8_static_percentile", "torch_int8_dynamic", "ort_graph_basic",
@@ -55,10 +56,28 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
         state.notes.append(f"pass {name} not built: --quick or a short budget "
                            f"({budget_s:.0f} s for building)")
     state.notes.append("passes not tried by default (slower or subsumed): " + ", ".join(NOT_RUN))
-    results = build_variants(state.baseline, ctx, names=names,
-                             on_result=lambda r: progress.tick(f"built {r.pass_name}: "
-                                                               f"{r.status}"))
+    results: list[Any] = []
+    deadline = time.monotonic() + budget_s
+
+    def on_result(result: Any) -> None:
+        results.append(result)
+        progress.tick(f"built {result.pass_name}: {result.status}")
+        if time.monotonic() > deadline and len(results) < len(names):
+            raise _OutOfTime
+
+    try:
+        build_variants(state.baseline, ctx, names=names, on_result=on_result)
+    except _OutOfTime:
+        done = {r.pass_name for r in results}
+        for name in names:
+            if name not in done:
+                state.skip(f"variant {name}", f"not built: the {budget_s:.0f} s share of the "
+                           "budget for building ran out", 30.0)
     return [_built(r) for r in results]
+
+
+class _OutOfTime(Exception):
+    """Raised from build_variants' result callback to stop building when time is up."""
 
 
 def _built(result: Any) -> BuiltVariant:

@@ -96,7 +96,7 @@ def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Any,
     for result in top:
         for label, rate in (("mean", mean), ("peak", peak)):
             need = seconds + 2.0
-            if not budget.allows(need + 15.0):
+            if not budget.allows(need + 10.0):
                 state.skip(f"load test of {result.policy_id} at {label}",
                            "time budget exhausted; the simulated figures stand", need)
                 continue

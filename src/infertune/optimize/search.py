@@ -60,6 +60,11 @@ class Budget:
     def allows(self, need_s: float) -> bool:
         return self.left() >= need_s
 
+    def until(self, fraction: float) -> float:
+        """Seconds left before ``fraction`` of the total budget is spent (a stage's mark, so
+        one stage cannot starve the ones after it)."""
+        return max(0.0, self.total_s * fraction - self.spent())
+
     def share(self, fraction: float, cap: float | None = None) -> float:
         """``fraction`` of what is left, at most ``cap`` seconds."""
         value = self.left() * fraction

@@ -32,6 +32,11 @@ NEED_REFERENCE_S = 5.0
 NEED_BUILD_S = 20.0
 NEED_SERVING_S = 20.0
 NEED_INPUTS_S = 10.0
+# Marks (fractions of the whole budget) by which each stage must stop starting new work, so
+# that a slow stage leaves time for the ones after it.
+MARK_BUILD = 0.45
+MARK_SCREEN = 0.68
+MARK_CONFIRM = 0.80
 
 
 @dataclass
@@ -59,7 +64,7 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
                     "data": opts.data.source, "examples": len(opts.data)})
     progress.tick(f"loading {opts.model}")
     state.baseline = load(opts.model)
-    n_quality = 128 if opts.quick else 400
+    n_quality = 128 if opts.quick else 300
     # sorted by length: batches of similar length waste little padding, so the quality runs
     # cost less; every model sees the same order, and no metric depends on it
     chosen = list(opts.data.inputs[:n_quality])
@@ -113,8 +118,7 @@ def build(state: RunState, budget: Budget, progress: Progress, builder: Any) -> 
         state.skip("variant building", "time budget exhausted", NEED_BUILD_S)
         return
     make = builder or default_builder
-    share = budget.share(0.45 if not state.options.quick else 0.5)
-    state.built = make(state, share, progress)
+    state.built = make(state, max(budget.until(MARK_BUILD), NEED_BUILD_S / 2), progress)
     for b in state.built:
         if b.skipped:
             state.skip(f"variant {b.variant_id}", b.skipped)
@@ -168,13 +172,18 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
     """Quick timing and the quality verdict of every built variant."""
     from infertune.models import load
 
+    screened = 0
     for b in state.built:
         if b.skipped or b.is_baseline or b.path is None:
             continue
         need = NEED_QUICK_S + NEED_REFERENCE_S
-        if not budget.allows(need):
-            state.skip(f"screening {b.variant_id}", "time budget exhausted", need)
+        # the first two always get screened when any budget is left; later ones only before
+        # the screening mark
+        if not budget.allows(need) or (screened >= 2 and budget.until(MARK_SCREEN) < need):
+            state.skip(f"screening {b.variant_id}", "its share of the time budget was spent "
+                       "on the variants built before it", need)
             continue
+        screened += 1
         progress.tick(f"screening {b.variant_id}")
         adapter = load(b.path)
         state.adapters[b.variant_id] = adapter
@@ -213,7 +222,8 @@ def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
     survivors = select_survivors(state.candidates, keep=keep)
     for i, cand in enumerate(survivors):
         remaining = len(survivors) - i
-        per = min(budget.share(0.35 / remaining), 8.0 if state.options.quick else 40.0)
+        left = max(budget.until(MARK_CONFIRM), budget.share(0.15))
+        per = min(left / remaining, 8.0 if state.options.quick else 40.0)
         if per < NEED_PROPER_S and not (state.options.quick and per >= NEED_QUICK_S):
             state.skip(f"interleaved measurement of {cand.variant_id}",
                        f"only {per:.0f} s left for it; the quick figure stands",
