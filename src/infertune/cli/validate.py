@@ -123,9 +123,25 @@ def _load_pair(model: str, variant: str, task: str | None) -> tuple[Any, Any]:
         except Exception as exc:  # onnxruntime raises untyped errors for bad graphs
             raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(exc).__name__})") \
                 from exc
-        return baseline, baseline.with_runner(OrtRunner(session), id=path.stem,
-                                              version=files_hash([path]), source=str(path))
+        runner = OrtRunner(session, precision=_onnx_precision(path))
+        return baseline, baseline.with_runner(runner, id=path.stem, version=files_hash([path]),
+                                              source=str(path))
     return baseline, load(variant, task=task)
+
+
+_INTEGER_OPS = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "ConvInteger",
+                "QLinearConv", "DynamicQuantizeMatMul", "MatMulNBits"}
+
+
+def _onnx_precision(path: Path) -> str:
+    """"int8" when every MatMul is quantized, "int8+fp32" when some stay float, else "fp32"
+    (read from the graph's operators; the file has no precision field)."""
+    import onnx
+
+    ops = [node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node]
+    if not any(op in _INTEGER_OPS for op in ops):
+        return "fp32"
+    return "int8+fp32" if "MatMul" in ops else "int8"
 
 
 def _run(baseline: Any, variant: Any, held: Any, floor: Any, metrics: list[str] | None,
@@ -155,7 +171,10 @@ def _print(result: Any, json_out: Path | None) -> None:
     console.print(f"baseline {result.baseline}\nvariant  {result.variant}\n"
                   f"data     {result.data_source} ({result.n_examples} examples, "
                   f"{'with' if result.has_labels else 'no'} labels; task {result.task})")
-    table = Table("metric", "vs", "baseline", "note")
+    table = Table()
+    table.add_column("metric", no_wrap=True)
+    for name in ("vs", "baseline", "note"):
+        table.add_column(name)
     table.add_column("variant [95% CI]", no_wrap=True)
     for m in result.metrics:
         note = "extreme: CI unreliable" if m.note else ""

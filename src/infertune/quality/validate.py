@@ -158,10 +158,18 @@ def _name(adapter: Adapter) -> str:
 
 def run_outputs(model: Adapter, inputs: Sequence[Any], batch_size: int = 32,
                 progress: Progress | None = None, source: str = "the data") -> np.ndarray:
-    """The model's postprocessed outputs for every input, stacked batch-first."""
-    rows: list[Any] = []
+    """The model's postprocessed outputs for every input, stacked batch-first in input order.
+
+    Text inputs are batched in order of length, so a batch pads to similar lengths (the results
+    are put back in input order; mean pooling over the mask makes them independent of the
+    padding, to float rounding)."""
+    order = list(range(len(inputs)))
+    if all(isinstance(x, str) for x in inputs):
+        order.sort(key=lambda i: len(inputs[i]))
+    rows: list[Any] = [None] * len(inputs)
     for start in range(0, len(inputs), batch_size):
-        batch = list(inputs[start:start + batch_size])
+        picked = order[start:start + batch_size]
+        batch = [inputs[i] for i in picked]
         feeds = model.preprocess(batch)  # raises IncompatibleInputError on the wrong kind
         try:
             raw = model.forward(feeds)
@@ -170,10 +178,11 @@ def run_outputs(model: Adapter, inputs: Sequence[Any], batch_size: int = 32,
         except Exception as exc:  # runtimes raise untyped errors for feeds of the wrong shape
             first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
             raise IncompatibleInputError(
-                f"{model.info.id} could not run on {source} (batch from example {start}): "
+                f"{model.info.id} could not run on {source} (a batch with example {picked[0]}): "
                 f"{type(exc).__name__} {first}; check that the data matches the model's input"
             ) from exc
-        rows.extend(model.postprocess(raw, feeds))
+        for i, row in zip(picked, model.postprocess(raw, feeds), strict=True):
+            rows[i] = row
         if progress is not None:
             progress(len(batch))
     return stack_outputs(rows, model.info.id)

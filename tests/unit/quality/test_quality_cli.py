@@ -130,3 +130,15 @@ def test_data_is_required_for_models_without_a_bundled_set(
     BASE, NOISY = models
     rc, _, err = run(capsys, BASE, NOISY, "--floor", "max_abs_diff<=1")
     assert rc == 1 and err.startswith(f"error: --data is required for {BASE!r}")
+
+
+def test_onnx_precision_is_read_from_the_graph(models: tuple[str, str], tmp_path: Path) -> None:
+    from onnxruntime.quantization import quantize_dynamic
+
+    from infertune.cli.validate import _onnx_precision
+
+    base, _ = models
+    assert _onnx_precision(Path(base)) == "fp32"
+    quantized = tmp_path / "int8.onnx"
+    quantize_dynamic(base, str(quantized))
+    assert _onnx_precision(quantized) == "int8"

@@ -112,5 +112,36 @@ def test_runtime_errors_on_the_data_become_one_line() -> None:
     with pytest.raises(IncompatibleInputError) as err:
         run_outputs(model, [np.zeros(4)] * 3, source="d.jsonl")
     assert str(err.value) == (
-        "tiny could not run on d.jsonl (batch from example 0): RuntimeError Got invalid "
+        "tiny could not run on d.jsonl (a batch with example 0): RuntimeError Got invalid "
         "dimensions for input: input; check that the data matches the model's input")
+
+
+class LengthModel:
+    """A fake text model whose output is the length of its input; records its batches."""
+
+    def __init__(self) -> None:
+        from infertune.models import ModelInfo
+
+        self.info = ModelInfo(id="length", version="0", kind="text", task="other",
+                              runtime="torch")
+        self.batches: list[list[str]] = []
+
+    def preprocess(self, raw: list[str]) -> dict[str, np.ndarray]:
+        self.batches.append(list(raw))
+        return {"n": np.array([len(t) for t in raw], dtype=np.float64)}
+
+    def forward(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        return inputs["n"][:, None]
+
+    def postprocess(self, outputs: np.ndarray, inputs: dict[str, np.ndarray]) -> list:
+        return list(outputs)
+
+
+def test_text_is_batched_by_length_and_returned_in_input_order() -> None:
+    from infertune.quality import run_outputs
+
+    texts = ["aaaa", "a", "aaaaaa", "aa", "aaaaa", "aaa"]
+    model = LengthModel()
+    out = run_outputs(model, texts, batch_size=2)  # type: ignore[arg-type]
+    assert out[:, 0].tolist() == [4, 1, 6, 2, 5, 3]
+    assert model.batches == [["a", "aa"], ["aaa", "aaaa"], ["aaaaa", "aaaaaa"]]
