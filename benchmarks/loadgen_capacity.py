@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rates", type=float, nargs="+",
-                        default=[250, 500, 1000, 1500, 2000, 3000, 4000, 6000])
+                        default=[100, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000])
     args = parser.parse_args()
 
     from infertune.loadgen import HttpTarget, ScheduleSpec, build_schedule, run_load

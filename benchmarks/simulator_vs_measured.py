@@ -5,10 +5,12 @@ The model is a small torch MLP (random weights, one intra-op thread) run through
 TensorAdapter. Steps, all in this one run on this machine:
   1. measure the batch service time: predict() on batches of 1..max_batch_size, interleaved,
      ``--reps`` times each -> an EmpiricalServiceTime (the measured samples, drawn at random);
-  2. for each load (a fraction of the policy's measured capacity, max_batch / mean(t_max)):
-     re-measure the service samples (this machine is shared; its speed drifts), build one
-     seeded Poisson schedule, simulate it, then send the same schedule to the model behind
-     the in-process batcher; print both p95s side by side;
+  2. for each load (the rate at which the simulator predicts a worker utilisation of 0.4,
+     0.6 and 0.8: near 1 any p95 prediction is ill-conditioned, since it diverges with the
+     smallest error in the service time), re-measure the service samples (this machine is
+     shared; its speed drifts), build one seeded Poisson schedule, simulate it, then send
+     the same schedule to the model behind the in-process batcher; print both p95s side by
+     side;
   3. time a sweep of simulated policies.
 
     .venv/bin/python benchmarks/simulator_vs_measured.py [--duration 8] [--reps 60]
@@ -17,6 +19,7 @@ TensorAdapter. Steps, all in this one run on this machine:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 
 import numpy as np
@@ -60,9 +63,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--max-wait-ms", type=float, default=4.0)
-    # Loads short of saturation: near utilisation 1 any p95 prediction is ill-conditioned
-    # (it diverges with the smallest error in the service time).
-    parser.add_argument("--loads", type=float, nargs=3, default=[0.25, 0.5, 0.7])
+    parser.add_argument("--utilisations", type=float, nargs=3, default=[0.4, 0.6, 0.8])
     args = parser.parse_args()
 
     from infertune.config import ServePolicy
@@ -71,8 +72,9 @@ def main() -> None:
         InProcessTarget,
         ScheduleSpec,
         build_schedule,
-        run_load,
+        run_schedule,
         simulate,
+        summarise,
     )
 
     adapter = build_adapter(args.width)
@@ -87,27 +89,49 @@ def main() -> None:
     print(f"policy: max_batch_size={policy.max_batch_size} max_wait_ms={policy.max_wait_ms} "
           f"workers={policy.workers}")
     inputs = adapter.sample_inputs(64)  # type: ignore[attr-defined]
-    print("load = rate / full-batch capacity; batch = mean batch size; ratio = pred/meas p95")
+    print("load = predicted worker utilisation the rate was chosen for; batch = mean batch "
+          "size; ratio = pred/meas p95; "
+          "srv p95 = measured p95 of queue + inference alone (the part the simulator models; "
+          "meas p95 adds the client's own delays)")
     print(f"{'load':>5} {'rate/s':>7} {'n':>6} {'pred p95':>9} {'meas p95':>9} {'ratio':>6} "
-          f"{'pred p50':>9} {'meas p50':>9} {'pred batch':>10} {'meas batch':>10} "
+          f"{'srv p95':>8} {'pred p50':>9} {'meas p50':>9} {'pred batch':>10} {'meas batch':>10} "
           f"{'pred util':>9} {'meas ok':>8} {'lag p99':>8}")
-    for i, load in enumerate(args.loads):
-        rate = load * capacity
+    for i, load in enumerate(args.utilisations):
+        rate = rate_for_utilisation(load, capacity, samples, policy, args.duration)
         schedule = build_schedule(ScheduleSpec(shape="poisson", rate=rate,
                                                duration_s=args.duration, seed=100 + i))
         fresh = measure_service(adapter, args.max_batch, args.reps) if i else samples
         predicted = simulate(schedule, EmpiricalServiceTime(fresh, seed=i), policy)
         target = InProcessTarget(adapter, policy, inputs)
-        measured = run_load(schedule, target)
+        records = asyncio.run(run_schedule(schedule, target))
+        measured = summarise(target.name, records, schedule.stats())
+        server = [r.server_timing_ms["queue"] + r.server_timing_ms["inference"]
+                  for r in records if r.status == "200"]
         assert measured.latency is not None and predicted.p95_ms is not None
         ratio = predicted.p95_ms / measured.latency.p95
         print(f"{load:5.2f} {rate:7.1f} {len(schedule):6d} {predicted.p95_ms:9.2f} "
-              f"{measured.latency.p95:9.2f} {ratio:6.2f} {predicted.p50_ms:9.2f} "
+              f"{measured.latency.p95:9.2f} {ratio:6.2f} {np.percentile(server, 95):8.2f} "
+              f"{predicted.p50_ms:9.2f} "
               f"{measured.latency.p50:9.2f} {predicted.mean_batch_size:10.2f} "
               f"{target.batcher.stats.mean_batch_size:10.2f} {predicted.utilisation:9.2f} "
               f"{measured.ok:8d} {measured.client_lag_ms['p99']:8.2f}")
 
     curve_speed(samples)
+
+
+def rate_for_utilisation(target: float, capacity: float, samples: dict[int, list[float]],
+                         policy: object, duration: float) -> float:
+    """Bisect the Poisson rate whose simulated utilisation is ``target``."""
+    from infertune.loadgen import EmpiricalServiceTime, ScheduleSpec, build_schedule, simulate
+
+    low, high = 0.5, capacity
+    for _ in range(14):
+        mid = (low + high) / 2
+        schedule = build_schedule(ScheduleSpec(shape="poisson", rate=mid, duration_s=duration * 4,
+                                               seed=7))
+        util = simulate(schedule, EmpiricalServiceTime(samples, seed=7), policy).utilisation
+        low, high = (mid, high) if util < target else (low, mid)
+    return (low + high) / 2
 
 
 def curve_speed(samples: dict[int, list[float]]) -> None:
