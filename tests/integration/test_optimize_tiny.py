@@ -20,7 +20,7 @@ WORDS = ("the a is was fast slow model query answer user password reset report r
          "shows eight percent while").split()
 
 
-def _tiny_bert(folder: Path) -> Path:
+def _tiny_bert(folder: Path, hidden: int = 32, layers: int = 2) -> Path:
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
@@ -29,7 +29,7 @@ def _tiny_bert(folder: Path) -> Path:
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(str(folder))
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+    config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     BertModel(config).eval().save_pretrained(str(folder), safe_serialization=True)
     return folder
@@ -47,7 +47,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         lines.append(json.dumps({"input": text if i % 10 else "how do i reset my password"}))
     data = root / "data.jsonl"
     data.write_text("\n".join(lines) + "\n")
-    return {"root": root, "model": model, "data": data}
+    small = _tiny_bert(root / "small", hidden=16, layers=1)
+    return {"root": root, "model": model, "data": data, "small": small}
 
 
 def _scenario(root: Path, name: str, **changes: object) -> Path:
@@ -67,14 +68,16 @@ def _scenario(root: Path, name: str, **changes: object) -> Path:
     return path
 
 
-def _run(tiny: dict[str, Path], scenario: Path, out: Path, budget: str = "60s") -> int:
+def _run(tiny: dict[str, Path], scenario: Path, out: Path, budget: str = "60s",
+         *extra: str) -> int:
     return main(["optimize", str(tiny["model"]), "--scenario", str(scenario), "--data",
-                 str(tiny["data"]), "--quick", "--budget", budget, "--out", str(out)])
+                 str(tiny["data"]), "--quick", "--budget", budget, "--out", str(out), *extra])
 
 
 def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys) -> None:
     out = tiny["root"] / "run"
-    assert _run(tiny, _scenario(tiny["root"], "plain"), out) == 0
+    assert _run(tiny, _scenario(tiny["root"], "plain"), out, "60s", "--candidate",
+                str(tiny["small"])) == 0
     printed = capsys.readouterr().out
     assert str((out / "report.html").resolve()) in printed.replace("\n", "")
     for name in ("scenario.yaml", "hardware.json", "profile.json", "report.json", "report.md",
@@ -98,6 +101,9 @@ def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys)
     assert report["policies"] and any(p["goodput"] for p in report["policies"])
     assert any(o["source"] == "estimate" for o in report["options"])
     assert any(o["source"] == "measured" for o in report["options"])
+    # the smaller candidate was timed; an embedding cascade is refused with the reason
+    assert any(r["variant_id"] == "candidate-small" for r in report["variants"])
+    assert any("cascade" in n and "different vector spaces" in n for n in report["notes"])
 
 
 def test_slo_already_met_turns_to_cost(tiny) -> None:
