@@ -7,6 +7,10 @@ otherwise "no significant difference". The result is *conclusive* when it is a d
 when the whole CI lies inside [1 - t, 1 + t] (the samples rule out a change bigger than the
 noise); an inconclusive result asks the runner for more trials while the budget lasts.
 The p50 ratio decides the verdict; the p95 ratio gets its own verdict beside it.
+
+The runner's samples come in blocks whose latency drifts with the machine's load; from
+``MIN_BLOCK_TRIALS`` trials on, the CI resamples whole trials (paired A and B blocks) so that
+drift widens it honestly instead of showing up as a false difference.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from infertune.measure.summary import LatencySummary, quantile_sorted, sample_bo
 
 Verdict = Literal["B is faster", "B is slower", "no significant difference"]
 NOISE_THRESHOLD = 0.02
+MIN_BLOCK_TRIALS = 8  # fewer trials give too few distinct block resamples for a CI
 
 
 @dataclass
@@ -49,6 +54,7 @@ class ComparisonStats:
     p95: RatioEstimate
     threshold: float
     seed: int
+    method: str = "bootstrap"  # "bootstrap" (independent samples) | "paired block bootstrap"
 
     @property
     def verdict(self) -> Verdict:
@@ -61,13 +67,13 @@ class ComparisonStats:
     def to_dict(self) -> dict[str, Any]:
         return {"n_a": self.n_a, "n_b": self.n_b, "p50": self.p50.to_dict(),
                 "p95": self.p95.to_dict(), "threshold": self.threshold, "seed": self.seed,
-                "verdict": self.verdict, "conclusive": self.conclusive}
+                "method": self.method, "verdict": self.verdict, "conclusive": self.conclusive}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ComparisonStats:
         return cls(n_a=data["n_a"], n_b=data["n_b"], p50=RatioEstimate.from_dict(data["p50"]),
                    p95=RatioEstimate.from_dict(data["p95"]), threshold=data["threshold"],
-                   seed=data["seed"])
+                   seed=data["seed"], method=data.get("method", "bootstrap"))
 
 
 def decide(low: float, high: float, threshold: float) -> tuple[Verdict, bool]:
@@ -92,20 +98,58 @@ def ratio_estimate(a_ms: np.ndarray, b_ms: np.ndarray, percentile: float, *, see
                          verdict, conclusive)
 
 
+def block_ratio_estimate(a_blocks: np.ndarray, b_blocks: np.ndarray, percentile: float, *,
+                         seed: int, threshold: float = NOISE_THRESHOLD,
+                         n_boot: int = 2000) -> RatioEstimate:
+    """Paired block bootstrap: ``a_blocks[i]`` and ``b_blocks[i]`` are trial i's blocks (shape
+    trials x block_size). Whole trials are resampled, the same ones for A and B, so the CI
+    carries the machine's block-to-block drift instead of pretending every sample is
+    independent (which makes CIs too narrow on a noisy machine)."""
+    q = percentile / 100
+    rng = np.random.default_rng(seed)
+    trials = a_blocks.shape[0]
+    ratios = np.empty(n_boot)
+    chunk = max(1, 2_000_000 // a_blocks.size)
+    for start in range(0, n_boot, chunk):
+        stop = min(start + chunk, n_boot)
+        idx = rng.integers(0, trials, size=(stop - start, trials))
+        qa = np.quantile(a_blocks[idx].reshape(stop - start, -1), q, axis=1,
+                         method="inverted_cdf")
+        qb = np.quantile(b_blocks[idx].reshape(stop - start, -1), q, axis=1,
+                         method="inverted_cdf")
+        ratios[start:stop] = qb / qa
+    low, high = (float(v) for v in np.quantile(ratios, [0.025, 0.975]))
+    verdict, conclusive = decide(low, high, threshold)
+    a, b = np.sort(a_blocks.ravel()), np.sort(b_blocks.ravel())
+    return RatioEstimate(percentile, quantile_sorted(b, q) / quantile_sorted(a, q), low, high,
+                         verdict, conclusive)
+
+
 def compare_samples(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.ndarray, *,
-                    seed: int = 0, threshold: float = NOISE_THRESHOLD,
-                    n_boot: int = 4000) -> ComparisonStats:
+                    seed: int = 0, threshold: float = NOISE_THRESHOLD, n_boot: int = 4000,
+                    block_size: int | None = None) -> ComparisonStats:
+    """Ratio B/A of the p50 and p95 with bootstrap CIs. Without ``block_size`` the samples are
+    resampled independently; with it (the runner's blocks, in trial order, equal counts on
+    both sides, at least ``MIN_BLOCK_TRIALS`` trials) whole trials are resampled in pairs."""
     a = np.asarray(a_ms, dtype=np.float64)
     b = np.asarray(b_ms, dtype=np.float64)
     if a.size < 2 or b.size < 2:
         raise ValueError("a comparison needs at least 2 samples on each side")
     if np.any(a <= 0) or np.any(b <= 0):
         raise ValueError("latencies must be positive to form a ratio")
-    return ComparisonStats(
-        n_a=int(a.size), n_b=int(b.size),
-        p50=ratio_estimate(a, b, 50, seed=seed, threshold=threshold, n_boot=n_boot),
-        p95=ratio_estimate(a, b, 95, seed=seed + 1, threshold=threshold, n_boot=n_boot),
-        threshold=threshold, seed=seed)
+    blocked = (block_size is not None and a.size == b.size and a.size % block_size == 0
+               and a.size // block_size >= MIN_BLOCK_TRIALS)
+    if blocked:
+        assert block_size is not None
+        a2, b2 = a.reshape(-1, block_size), b.reshape(-1, block_size)
+        p50 = block_ratio_estimate(a2, b2, 50, seed=seed, threshold=threshold)
+        p95 = block_ratio_estimate(a2, b2, 95, seed=seed + 1, threshold=threshold)
+    else:
+        p50 = ratio_estimate(a, b, 50, seed=seed, threshold=threshold, n_boot=n_boot)
+        p95 = ratio_estimate(a, b, 95, seed=seed + 1, threshold=threshold, n_boot=n_boot)
+    return ComparisonStats(n_a=int(a.size), n_b=int(b.size), p50=p50, p95=p95,
+                           threshold=threshold, seed=seed,
+                           method="paired block bootstrap" if blocked else "bootstrap")
 
 
 @dataclass
@@ -182,14 +226,16 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
         if on_trial is not None:
             on_trial(trial, elapsed)
         if trial >= min_trials:
-            stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold)
+            stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
+                                    block_size=block_size)
             if stats.conclusive:
                 stopped = "conclusive"
                 break
         if elapsed >= budget_s and trial >= 2:
             break
     if stats is None or stats.n_a != len(samples["A"]):
-        stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold)
+        stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
+                                block_size=block_size)
     return ComparisonResult(
         a=names[0], b=names[1], stats=stats,
         a_summary=LatencySummary.from_values(samples["A"], rng_seed=seed),

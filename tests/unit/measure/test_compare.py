@@ -97,3 +97,36 @@ def test_runner_adds_trials_until_budget_when_inconclusive() -> None:
     assert result.stats.verdict == "no significant difference"
     assert result.stats.conclusive is False
     assert ComparisonStats.from_dict(result.stats.to_dict()) == result.stats
+
+
+def _drifting(rng: np.random.Generator, median: float, trials: int = 16,
+              block: int = 20) -> np.ndarray:
+    """Blocks whose level drifts +/-15% with the machine's load, in trial order."""
+    level = rng.lognormal(0, 0.15, (trials, 1))
+    return (rng.lognormal(np.log(median), 0.1, (trials, block)) * level).ravel()
+
+
+def test_block_bootstrap_keeps_drift_from_faking_a_difference() -> None:
+    iid = blocked = 0
+    for s in range(20):
+        rng = np.random.default_rng(100 + s)
+        a, b = _drifting(rng, 10.0), _drifting(rng, 10.0)
+        iid += compare_samples(a, b, seed=s).verdict == "no significant difference"
+        stats = compare_samples(a, b, seed=s, block_size=20)
+        assert stats.method == "paired block bootstrap"
+        blocked += stats.verdict == "no significant difference"
+    assert blocked >= 19
+    assert iid < blocked  # why the runner resamples whole trials: iid CIs are too narrow here
+
+
+def test_block_bootstrap_detects_ten_percent_slowdown() -> None:
+    for s in range(10):
+        rng = np.random.default_rng(200 + s)
+        a = rng.lognormal(np.log(10), 0.25, 640)  # 32 trials of 20
+        b = rng.lognormal(np.log(11), 0.25, 640)
+        assert compare_samples(a, b, seed=s, block_size=20).verdict == "B is slower"
+
+
+def test_too_few_trials_fall_back_to_independent_bootstrap() -> None:
+    a, b = _lognormal(0, 10.0, 60), _lognormal(1, 10.0, 60)
+    assert compare_samples(a, b, block_size=20).method == "bootstrap"
