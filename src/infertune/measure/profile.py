@@ -218,8 +218,12 @@ def _timed_rounds(adapter: Adapter, data: Sequence[Any], cfg: ProfileSettings,
                   report: Progress, sample_fn: SampleFn | None,
                   ) -> tuple[StageSamples, list[RoundStat], Utilisation]:
     requests = [[data[i % len(data)]] for i in range(cfg.requests)]
+    # warm-up: ``warmup`` requests, but stop after a quarter of the stage budget (at least one)
+    warm_start = time.perf_counter()
     for i in range(cfg.warmup):
         adapter.predict(requests[i % len(requests)])
+        if time.perf_counter() - warm_start >= cfg.stage_seconds / 4:
+            break
     per_round = cfg.requests // cfg.rounds
     samples = StageSamples()
     rounds: list[RoundStat] = []
