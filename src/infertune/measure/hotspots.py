@@ -94,7 +94,10 @@ def ort_hotspots(runner: Any, feeds: ModelInputs, *, calls: int, top: int) -> Ho
     """Profile on a fresh session from the runner's model file, with the same inputs."""
     import onnxruntime as ort
 
+    from infertune.models.runners import OrtRunner
+
     session = runner.session
+    # InferenceSession keeps the file it was built from only in this attribute (no public API)
     model_path = getattr(session, "_model_path", None)
     if not model_path or not Path(model_path).is_file():
         raise NotApplicableError("the ONNX session was built from bytes, not a file; "
@@ -105,12 +108,10 @@ def ort_hotspots(runner: Any, feeds: ModelInputs, *, calls: int, top: int) -> Ho
         options.profile_file_prefix = os.path.join(tmp, "ort")
         prof_session = ort.InferenceSession(model_path, options,
                                             providers=session.get_providers())
-        names = [i.name for i in prof_session.get_inputs()]
-        cast = {n: feeds[n].astype(runner._dtypes.get(n) or feeds[n].dtype, copy=False)
-                for n in names}
-        prof_session.run(None, cast)  # warm
+        prof_runner = OrtRunner(prof_session)  # same dtype casting as the real runner
+        prof_runner(feeds)  # warm
         for _ in range(calls):
-            prof_session.run(None, cast)
+            prof_runner(feeds)
         trace = Path(prof_session.end_profiling())
         events = json.loads(trace.read_text())
     totals, counts = ort_node_totals(events, skip_first_runs=1)
@@ -121,8 +122,10 @@ def ort_node_totals(events: list[dict[str, Any]],
                     skip_first_runs: int = 0) -> tuple[dict[str, float], dict[str, int]]:
     """Sum the duration (us) of "Node" kernel events by op type, skipping the warm-up run(s)."""
     runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    cutoff = runs[skip_first_runs - 1]["ts"] + runs[skip_first_runs - 1]["dur"] \
-        if skip_first_runs and len(runs) > skip_first_runs else -1
+    cutoff = -1  # node events that start at or before this timestamp belong to warm-up runs
+    if 0 < skip_first_runs < len(runs):
+        last_warm = runs[skip_first_runs - 1]
+        cutoff = last_warm["ts"] + last_warm["dur"]
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
     for e in events:
