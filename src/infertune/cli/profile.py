@@ -74,10 +74,10 @@ def register(app: typer.Typer) -> None:
             "--json", help="write profile.json (schema infertune.profile/v1) here")] = None,
         requests: Annotated[int | None, typer.Option(
             "--requests", min=2, help="single requests timed for the stage breakdown "
-            "[default: 1000; 100 with --quick]")] = None,
+            "(default 1000; 100 with --quick)")] = None,
         curve_repeats: Annotated[int | None, typer.Option(
             "--curve-repeats", min=1, help="timed forward calls per curve point, at most "
-            "[default: 10; 3 with --quick]")] = None,
+            "(default 10; 3 with --quick)")] = None,
         cold_start: Annotated[bool, typer.Option(
             "--cold-start/--no-cold-start", help="measure cold start in a fresh process")] = True,
         quick: Annotated[bool, typer.Option(
