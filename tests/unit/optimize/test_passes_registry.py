@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from optimize_tiny_helpers import SENTENCES, hardware
 
 from infertune.errors import ConfigError
 from infertune.optimize import REGISTRY, PassContext, build_variants, create_pass
+from infertune.optimize.passes.mixed_precision import MixedPrecisionPass
 from infertune.optimize.passes.torch_eager import TorchEagerPass
 
 
@@ -94,8 +97,10 @@ def test_mixed_precision_keeps_sensitive_layers_until_the_floor_holds(tmp_path):
     adapter = load(make_tiny_bert(tmp_path / "model", outlier=10.0), task="embedding")
     ctx = PassContext(adapter, hardware(["avx2", "avx512_vnni"]), tmp_path / "out", SENTENCES,
                       quality=QualityTarget(min_mean_cosine=0.999))
+    registry = REGISTRY | {"ort_int8_mixed": partial(MixedPrecisionPass, margin=0.0)}
     results = {r.pass_name: r for r in build_variants(
-        adapter, ctx, names=["ort_int8_dynamic_per_tensor", "ort_int8_mixed"])}
+        adapter, ctx, names=["ort_int8_dynamic_per_tensor", "ort_int8_mixed"],
+        registry=registry)}
     assert results["ort_int8_dynamic_per_tensor"].manifest.agreement.mean_cosine < 0.999
     mixed = results["ort_int8_mixed"]
     assert mixed.built, mixed.reason
@@ -117,4 +122,5 @@ def test_mixed_precision_skips_when_no_mix_meets_the_floor(tiny_adapter, tmp_pat
                       quality=QualityTarget(min_mean_cosine=1.0, min_min_cosine=1.0))
     mixed = build_variants(tiny_adapter, ctx, names=["ort_int8_mixed"])[-1]
     assert mixed.status == "skipped"
-    assert mixed.reason.startswith("no INT8 mix meets mean cosine >= 1.0 and min cosine >= 1.0")
+    assert mixed.reason.startswith(
+        "no INT8 mix meets mean cosine >= 1.0 and min cosine >= 1.0 (+0.002 margin)")

@@ -38,10 +38,13 @@ class QualityTarget:
             if value is not None and not -1.0 <= value <= 1.0:
                 raise ConfigError(f"a cosine floor must lie in [-1, 1]; got {value}")
 
-    def holds(self, found: Agreement) -> bool:
-        if found.mean_cosine < self.min_mean_cosine:
+    def holds(self, found: Agreement, margin: float = 0.0) -> bool:
+        """Whether ``found`` meets the floor raised by ``margin`` (a guard for searches that
+        score on the same inputs they select on)."""
+        if found.mean_cosine < min(self.min_mean_cosine + margin, 1.0):
             return False
-        return self.min_min_cosine is None or found.min_cosine >= self.min_min_cosine
+        return (self.min_min_cosine is None
+                or found.min_cosine >= min(self.min_min_cosine + margin, 1.0))
 
     def describe(self) -> str:
         text = f"mean cosine >= {self.min_mean_cosine}"

@@ -33,12 +33,16 @@ class MixedPrecisionPass(OrtDerivedPass):
     source = "ort_fused"
     precision = "int8-mixed"
 
-    def __init__(self, per_channel: bool = False) -> None:
+    def __init__(self, per_channel: bool = False, margin: float = 0.002) -> None:
         # per-tensor by default: the cheapest INT8 kernels, with accuracy bought back per layer
         self.per_channel = per_channel
+        # the search scores the calibration inputs it selects on; on minilm a mix that met
+        # 0.99 there with no margin measured 0.9901 on a wider held-out sample
+        self.margin = margin
 
     def settings(self) -> dict[str, Any]:
-        return {"per_channel": self.per_channel, "method": "solo sensitivity, greedy fp32"}
+        return {"per_channel": self.per_channel, "method": "solo sensitivity, greedy fp32",
+                "search_margin": self.margin}
 
     def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
         scheme = int8_scheme(ctx.hardware)
@@ -54,7 +58,7 @@ class MixedPrecisionPass(OrtDerivedPass):
 
             ranked = sorted((Sensitivity(n, op, score(only=[n]).mean_cosine)
                              for n, op in quantizable_nodes(src)), key=lambda s: s.mean_cosine)
-            kept, found = _greedy(ranked, ctx, score)
+            kept, found = _greedy(ranked, ctx, score, self.margin)
         quantize_dynamic_file(src, dst, per_channel=self.per_channel, weight=scheme.weight,
                               reduce_range=scheme.reduce_range, exclude=[s.node for s in kept])
         record.settings |= {
@@ -76,14 +80,15 @@ class MixedPrecisionPass(OrtDerivedPass):
             for node in record.settings["excluded"]]
 
 
-def _greedy(ranked: list[Sensitivity], ctx: PassContext,
-            score: Any) -> tuple[list[Sensitivity], Agreement]:
+def _greedy(ranked: list[Sensitivity], ctx: PassContext, score: Any,
+            margin: float) -> tuple[list[Sensitivity], Agreement]:
     for k in range(len(ranked)):  # k = len(ranked) would be no INT8 at all
         found = score(exclude=[s.node for s in ranked[:k]])
-        if ctx.quality.holds(found):
+        if ctx.quality.holds(found, margin):
             return ranked[:k], found
     raise NotApplicableError(
-        f"no INT8 mix meets {ctx.quality.describe()} on the calibration inputs even with "
+        f"no INT8 mix meets {ctx.quality.describe()} (+{margin} margin) on the calibration "
+        f"inputs even with "
         f"{len(ranked) - 1} of {len(ranked)} nodes in fp32; use the fp32 variant")
 
 
