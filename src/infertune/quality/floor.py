@@ -218,7 +218,7 @@ def _check_extreme(floor: Floor, metric: Metric, draws: Draws, n: int) -> FloorC
     else:
         verdict = "pass"
         text = (f"{base}; with 95% confidence at most {3 / n:.2%} of inputs like these would be "
-                f"(rule of three, 3/n); {caveat}")
+                f"beyond it (rule of three, 3/n); {caveat}")
     return FloorCheck(floor, f"{metric.name} vs {metric.vs}", draws.variant_value, low, high,
                       verdict, "observed extreme", text)
 
