@@ -15,6 +15,7 @@ drift widens it honestly instead of showing up as a false difference.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -189,27 +190,37 @@ Call = Callable[[Sequence[Any]], Any]
 
 
 def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]], *,
-                    budget_s: float = 60.0, block_size: int = 20, min_trials: int = 5,
-                    warmup: int = 5, seed: int = 0, threshold: float = NOISE_THRESHOLD,
+                    budget_s: float = 60.0, block_size: int = 20,
+                    min_trials: int = MIN_BLOCK_TRIALS, warmup: int = 5, seed: int = 0,
+                    threshold: float = NOISE_THRESHOLD, target_block_s: float = 0.5,
                     clock: Callable[[], float] = time.perf_counter,
                     on_trial: Callable[[int, float], None] | None = None,
                     names: tuple[str, str] = ("A", "B")) -> ComparisonResult:
     """Warm both, then trials of one A block and one B block in random order, until the
-    verdict is conclusive (checked after ``min_trials``) or ``budget_s`` is spent.
+    verdict is conclusive (checked from ``max(min_trials, MIN_BLOCK_TRIALS)`` trials on) or
+    ``budget_s`` is spent.
 
-    ``requests`` are the raw batches (each a list) sent one per call, cycled; both sides get the
-    same request at the same position so content differences cannot bias the ratio."""
+    ``block_size`` is the most requests per block; it shrinks so that a block takes about
+    ``target_block_s`` at the warm-up's pace, because a slow model on a busy machine would
+    otherwise fit too few trials in the budget for a drift-aware CI. With fewer trials than
+    that, the result is reported as inconclusive "no significant difference" whatever the
+    independent-sample CI says. ``requests`` are raw batches sent one per call, cycled; both
+    sides get the same request at the same position so content cannot bias the ratio."""
     if not requests:
         raise ValueError("no requests to compare on")
     rng = np.random.default_rng(seed)
+    warm_start = clock()
     for i in range(warmup):
         call_a(requests[i % len(requests)])
         call_b(requests[i % len(requests)])
+    if warmup:
+        per_call = (clock() - warm_start) / (2 * warmup)
+        if per_call > 0:
+            block_size = max(1, min(block_size, int(target_block_s / per_call)))
     samples: dict[str, list[float]] = {"A": [], "B": []}
     calls = {"A": call_a, "B": call_b}
     order: list[str] = []
     start = clock()
-    stats: ComparisonStats | None = None
     trial = 0
     stopped = "budget"
     while True:
@@ -225,7 +236,7 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
         elapsed = clock() - start
         if on_trial is not None:
             on_trial(trial, elapsed)
-        if trial >= min_trials:
+        if trial >= max(min_trials, MIN_BLOCK_TRIALS):
             stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
                                     block_size=block_size)
             if stats.conclusive:
@@ -233,12 +244,23 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
                 break
         if elapsed >= budget_s and trial >= 2:
             break
-    if stats is None or stats.n_a != len(samples["A"]):
-        stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
-                                block_size=block_size)
+    stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
+                            block_size=block_size)
+    if trial < MIN_BLOCK_TRIALS:
+        stats = inconclusive(stats)
+        stopped = f"budget (only {trial} trials; {MIN_BLOCK_TRIALS} needed for a verdict)"
     return ComparisonResult(
         a=names[0], b=names[1], stats=stats,
         a_summary=LatencySummary.from_values(samples["A"], rng_seed=seed),
         b_summary=LatencySummary.from_values(samples["B"], rng_seed=seed), trials=trial,
         block_size=block_size, seconds=clock() - start, budget_s=budget_s, stopped=stopped,
         order=order)
+
+
+def inconclusive(stats: ComparisonStats) -> ComparisonStats:
+    """The same figures with both verdicts withdrawn: too few trials to trust the CI."""
+    def withdraw(est: RatioEstimate) -> RatioEstimate:
+        return dataclasses.replace(est, verdict="no significant difference", conclusive=False)
+
+    return dataclasses.replace(stats, p50=withdraw(stats.p50), p95=withdraw(stats.p95),
+                               method=stats.method + " (too few trials: verdict withheld)")

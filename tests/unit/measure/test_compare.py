@@ -76,10 +76,12 @@ def test_runner_interleaves_and_stops_when_conclusive() -> None:
     result = run_interleaved(make(0.010), make(0.012), [["x"]] * 7, budget_s=60, block_size=10,
                              min_trials=3, warmup=2, seed=1, clock=clock, names=("a", "b"))
     assert result.stats.verdict == "B is slower"
+    assert result.stats.method == "paired block bootstrap"
     assert result.stopped == "conclusive"
-    assert result.trials == 3
-    assert result.stats.n_a == result.stats.n_b == 30
-    assert set(result.order) <= {"AB", "BA"} and len(result.order) == 3
+    assert result.trials == 8  # MIN_BLOCK_TRIALS: the first point a drift-aware CI exists
+    assert result.block_size == 10
+    assert result.stats.n_a == result.stats.n_b == 80
+    assert set(result.order) <= {"AB", "BA"} and len(result.order) == 8
     assert ComparisonResult.from_dict(result.to_dict()) == result
 
 
@@ -130,3 +132,22 @@ def test_block_bootstrap_detects_ten_percent_slowdown() -> None:
 def test_too_few_trials_fall_back_to_independent_bootstrap() -> None:
     a, b = _lognormal(0, 10.0, 60), _lognormal(1, 10.0, 60)
     assert compare_samples(a, b, block_size=20).method == "bootstrap"
+
+
+def test_slow_calls_shrink_the_block_and_too_few_trials_withhold_the_verdict() -> None:
+    clock = FakeClock()
+
+    def slow_a(raw: list) -> None:
+        clock.now += 0.25
+
+    def slower_b(raw: list) -> None:
+        clock.now += 0.40
+
+    result = run_interleaved(slow_a, slower_b, [["x"]], budget_s=1.0, block_size=20, warmup=1,
+                             clock=clock)
+    assert result.block_size == 1  # 0.5 s target / 0.325 s per call
+    assert result.trials == 2
+    assert result.stats.verdict == "no significant difference"
+    assert result.stats.conclusive is False
+    assert "verdict withheld" in result.stats.method
+    assert result.stopped.startswith("budget (only 2 trials")
