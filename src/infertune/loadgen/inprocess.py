@@ -71,6 +71,11 @@ class MicroBatcher:
             return None
         return self.stats.busy_s / (self.policy.workers * self.stats.open_s)
 
+    def reset_stats(self) -> None:
+        with self._cond:
+            self.stats = BatcherStats()
+            self._started = self.clock()
+
     def start(self) -> None:
         self._started = self.clock()
         self._stopping = False
@@ -170,12 +175,17 @@ class InProcessTarget:
         self.batcher = MicroBatcher(adapter.predict, policy)
 
     async def open(self) -> None:
-        if self.warmup:
-            # Every batch size once first (runtimes plan per shape), so lazy initialisation
-            # does not land in the measurement.
-            for size in range(1, self.policy.max_batch_size + 1):
-                self.adapter.predict([self.inputs[i % len(self.inputs)] for i in range(size)])
         self.batcher.start()
+        if self.warmup:
+            # Every batch size once, through the worker threads themselves (runtimes plan per
+            # shape and set up per thread), so lazy initialisation stays out of the measurement.
+            sizes = list(range(1, self.policy.max_batch_size + 1)) * self.policy.workers
+            for size in sizes:
+                futures = [self.batcher.submit(self.inputs[i % len(self.inputs)])
+                           for i in range(size)]
+                for future in futures:
+                    await asyncio.wrap_future(future)
+            self.batcher.reset_stats()
 
     async def send(self, index: int) -> Reply:
         future = self.batcher.submit(self.inputs[index % len(self.inputs)])
