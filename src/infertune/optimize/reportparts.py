@@ -103,7 +103,14 @@ def notes(state: RunState) -> list[str]:
                    " (counted on the data; production traffic may repeat more or less)")
     if io is not None:
         out += io.notes
-    for b in state.sweep.batching if state.sweep is not None else []:
+    sw = state.sweep
+    if sw is not None and sw.slo and not any(r.goodput_rps for r in sw.ranked):
+        targets = ", ".join(f"{k} {v:g} ms" for k, v in sw.slo.items())
+        out.append(f"no serving policy keeps the SLO ({targets}) at any rate on this machine "
+                   "(simulated with measured "
+                   "service times): the service time of long inputs alone exceeds it, so "
+                   "goodput and cost per 1,000 requests at goodput are not defined here")
+    for b in sw.batching if sw is not None else []:
         out.append(f"batching (simulated): {b.sentence}")
     if state.right_sizing is not None:
         rs = state.right_sizing
