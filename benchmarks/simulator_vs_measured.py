@@ -92,9 +92,12 @@ def main() -> None:
     print("load = predicted worker utilisation the rate was chosen for; batch = mean batch "
           "size; ratio = pred/meas p95; "
           "srv p95 = measured p95 of queue + inference alone (the part the simulator models; "
-          "meas p95 adds the client's own delays)")
+          "meas p95 adds the client's own delays); post-hoc = the simulator fed the batch "
+          "service times observed during the run (a check of the queueing model alone, not a "
+          "prediction)")
     print(f"{'load':>5} {'rate/s':>7} {'n':>6} {'pred p95':>9} {'meas p95':>9} {'ratio':>6} "
-          f"{'srv p95':>8} {'pred p50':>9} {'meas p50':>9} {'pred batch':>10} {'meas batch':>10} "
+          f"{'srv p95':>8} {'post-hoc':>8} {'pred p50':>9} {'meas p50':>9} "
+          f"{'pred batch':>10} {'meas batch':>10} "
           f"{'pred util':>9} {'meas ok':>8} {'lag p99':>8}")
     for i, load in enumerate(args.utilisations):
         rate = rate_for_utilisation(load, capacity, samples, policy, args.duration)
@@ -107,10 +110,13 @@ def main() -> None:
         measured = summarise(target.name, records, schedule.stats())
         server = [r.server_timing_ms["queue"] + r.server_timing_ms["inference"]
                   for r in records if r.status == "200"]
+        in_run = EmpiricalServiceTime(target.batcher.stats.batch_ms, seed=i)
+        post_hoc = simulate(schedule, in_run, policy)
         assert measured.latency is not None and predicted.p95_ms is not None
         ratio = predicted.p95_ms / measured.latency.p95
         print(f"{load:5.2f} {rate:7.1f} {len(schedule):6d} {predicted.p95_ms:9.2f} "
               f"{measured.latency.p95:9.2f} {ratio:6.2f} {np.percentile(server, 95):8.2f} "
+              f"{post_hoc.p95_ms:8.2f} "
               f"{predicted.p50_ms:9.2f} "
               f"{measured.latency.p50:9.2f} {predicted.mean_batch_size:10.2f} "
               f"{target.batcher.stats.mean_batch_size:10.2f} {predicted.utilisation:9.2f} "

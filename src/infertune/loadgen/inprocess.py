@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from infertune.config import ServePolicy
@@ -44,6 +44,8 @@ class BatcherStats:
     failed_batches: int = 0
     busy_s: float = 0.0  # summed over workers
     open_s: float = 0.0  # from start() to stop()
+    # batch size -> each batch's service time (ms) as run here: the in-run service curve
+    batch_ms: dict[int, list[float]] = field(default_factory=dict)
 
     @property
     def mean_batch_size(self) -> float:
@@ -150,6 +152,7 @@ class MicroBatcher:
             self.stats.items += len(batch)
             self.stats.failed_batches += int(failed)
             self.stats.busy_s += end - start
+            self.stats.batch_ms.setdefault(len(batch), []).append((end - start) * 1000.0)
         for item in batch:
             if failed:
                 item.future.set_result(Reply("500"))

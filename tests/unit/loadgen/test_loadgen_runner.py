@@ -151,6 +151,7 @@ def test_batcher_batches_rejects_and_answers_failures() -> None:
     assert statuses == ["200"] * 7
     assert seen == [3, 3, 1] and batcher.stats.rejected == 1
     assert batcher.stats.mean_batch_size == pytest.approx(7 / 3)
+    assert {b: len(v) for b, v in batcher.stats.batch_ms.items()} == {3: 2, 1: 1}
 
     def broken(batch: list[Any]) -> list[Any]:
         raise ValueError("model failed")
