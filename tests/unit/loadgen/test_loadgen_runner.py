@@ -185,3 +185,26 @@ def test_in_process_target_runs_a_schedule() -> None:
     assert set(result.server_timing_ms) == {"queue", "inference"}
     assert result.utilisation is not None and 0.0 <= result.utilisation <= 1.0
     assert LoadResult.from_dict(result.to_dict()).utilisation == result.utilisation
+
+
+def test_batcher_sheds_requests_past_their_deadline() -> None:
+    now = [0.0]  # an injected clock: the deadline passes without waiting for real time
+    gate, entered = threading.Event(), threading.Event()
+
+    def fn(batch: list[Any]) -> list[Any]:
+        entered.set()
+        gate.wait(5)
+        return batch
+
+    policy = ServePolicy(max_batch_size=1, max_wait_ms=0, timeout_ms=50)
+    batcher = MicroBatcher(fn, policy, clock=lambda: now[0])
+    batcher.start()
+    first = batcher.submit("a")
+    assert entered.wait(5)
+    late = [batcher.submit("b"), batcher.submit("c")]
+    now[0] = 0.051  # both have now waited 51 ms > 50 ms
+    gate.set()
+    assert first.result(timeout=5).status == "200"
+    assert [f.result(timeout=5).status for f in late] == ["504", "504"]
+    batcher.stop()
+    assert batcher.stats.shed == 2 and batcher.stats.items == 1
