@@ -2,8 +2,9 @@
 
 A = minilm single-request predict with no sampler; B = the same while the UtilisationSampler
 runs (at the profile's 0.2 s interval and at an aggressive 0.01 s). Randomised interleaved
-blocks (measure.compare.run_interleaved); the sampler is started when a B block begins and
-stopped when an A block begins, so each side runs in its own condition. Prints the p50 and p95
+blocks (measure.compare.run_interleaved); the sampler is started before each B block and
+stopped before each A block, untimed (``before_block``), so each side runs in its own
+condition and the switch is billed to neither. Prints the p50 and p95
 ratio B/A with the bootstrap 95% CI and the verdict.
 
     .venv/bin/python benchmarks/sampler_overhead.py [--budget 30]
@@ -31,18 +32,16 @@ def main() -> None:
     for interval in (0.2, 0.01):
         holder: dict[str, Any] = {"sampler": None}
 
-        def plain(raw: list[Any], h: dict[str, Any] = holder) -> Any:
-            if h["sampler"] is not None:
+        def switch(side: str, h: dict[str, Any] = holder, iv: float = interval) -> None:
+            # untimed, before each block: B blocks run with the sampler, A blocks without
+            if side == "B" and h["sampler"] is None:
+                h["sampler"] = UtilisationSampler(interval_s=iv).start()
+            elif side == "A" and h["sampler"] is not None:
                 h["sampler"].stop()
                 h["sampler"] = None
-            return adapter.predict(raw)
 
-        def sampled(raw: list[Any], h: dict[str, Any] = holder, iv: float = interval) -> Any:
-            if h["sampler"] is None:
-                h["sampler"] = UtilisationSampler(interval_s=iv).start()
-            return adapter.predict(raw)
-
-        result = run_interleaved(plain, sampled, requests, budget_s=args.budget, block_size=20,
+        result = run_interleaved(adapter.predict, adapter.predict, requests,
+                                 budget_s=args.budget, block_size=20, before_block=switch,
                                  names=("no sampler", f"sampler every {interval} s"))
         if holder["sampler"] is not None:
             holder["sampler"].stop()

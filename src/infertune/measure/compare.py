@@ -195,6 +195,7 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
                     threshold: float = NOISE_THRESHOLD, target_block_s: float = 0.5,
                     clock: Callable[[], float] = time.perf_counter,
                     on_trial: Callable[[int, float], None] | None = None,
+                    before_block: Callable[[str], None] | None = None,
                     names: tuple[str, str] = ("A", "B")) -> ComparisonResult:
     """Warm both, then trials of one A block and one B block in random order, until the
     verdict is conclusive (checked from ``max(min_trials, MIN_BLOCK_TRIALS)`` trials on) or
@@ -205,7 +206,9 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
     otherwise fit too few trials in the budget for a drift-aware CI. With fewer trials than
     that, the result is reported as inconclusive "no significant difference" whatever the
     independent-sample CI says. ``requests`` are raw batches sent one per call, cycled; both
-    sides get the same request at the same position so content cannot bias the ratio."""
+    sides get the same request at the same position so content cannot bias the ratio.
+    ``before_block(side)`` ("A" or "B") runs untimed before each block: a seam for switching a
+    condition on or off (e.g. a background sampler) without billing the switch to a request."""
     if not requests:
         raise ValueError("no requests to compare on")
     rng = np.random.default_rng(seed)
@@ -227,6 +230,8 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
         sides = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
         order.append("".join(sides))
         for side in sides:
+            if before_block is not None:
+                before_block(side)
             for j in range(block_size):
                 req = requests[(trial * block_size + j) % len(requests)]
                 t0 = clock()

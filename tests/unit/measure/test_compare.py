@@ -73,8 +73,17 @@ def test_runner_interleaves_and_stops_when_conclusive() -> None:
             clock.now += median_s * rng.lognormal(0, 0.05)
         return call
 
-    result = run_interleaved(make(0.010), make(0.012), [["x"]] * 7, budget_s=60, block_size=10,
-                             min_trials=3, warmup=2, seed=1, clock=clock, names=("a", "b"))
+    switched: list[str] = []
+
+    def before_block(side: str) -> None:
+        switched.append(side)
+        clock.now += 5.0  # untimed: must not appear in any sample
+
+    result = run_interleaved(make(0.010), make(0.012), [["x"]] * 7, budget_s=600,
+                             block_size=10, min_trials=3, warmup=2, seed=1, clock=clock,
+                             before_block=before_block, names=("a", "b"))
+    assert "".join(switched) == "".join(result.order)
+    assert result.a_summary.max < 20 and result.b_summary.max < 20
     assert result.stats.verdict == "B is slower"
     assert result.stats.method == "paired block bootstrap"
     assert result.stopped == "conclusive"
