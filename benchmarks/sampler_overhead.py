@@ -47,7 +47,8 @@ def main() -> None:
             holder["sampler"].stop()
         stats = result.stats
         print(f"sampler every {interval} s: {stats.n_a}+{stats.n_b} requests, "
-              f"{result.trials} trials, {result.seconds:.1f} s")
+              f"{result.trials} trials of {result.block_size}, {result.seconds:.1f} s, "
+              f"stopped: {result.stopped}")
         for est in (stats.p50, stats.p95):
             print(f"  p{est.percentile:g} ratio B/A {est.ratio:.3f} "
                   f"(95% CI {est.low:.3f}-{est.high:.3f}) -> {est.verdict}")

@@ -63,3 +63,12 @@ def test_bad_samples_are_refused() -> None:
         LatencySummary.from_values([])
     with pytest.raises(ValueError):
         LatencySummary.from_values([1.0, float("nan")])
+
+
+def test_large_sample_mean_ci_uses_normal_approximation() -> None:
+    x = np.random.default_rng(5).normal(10.0, 2.0, 6000)
+    mean = LatencySummary.from_values(x).mean
+    half = 1.959964 * x.std(ddof=1) / np.sqrt(x.size)
+    assert type(mean.low) is float
+    assert mean.low == pytest.approx(x.mean() - half)
+    assert mean.high == pytest.approx(x.mean() + half)
