@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rates", type=float, nargs="+",
-                        default=[100, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000])
+                        default=[100, 250, 500, 1000, 1500, 2000, 3000])
     args = parser.parse_args()
 
     from infertune.loadgen import HttpTarget, ScheduleSpec, build_schedule, run_load
@@ -54,8 +54,7 @@ def main() -> None:
           f"({len(cores)} cores visible; load average {os.getloadavg()[0]:.1f})")
     print(f"{'target/s':>9} {'achieved/s':>10} {'ok':>6} {'lag p50 ms':>10} {'lag p99 ms':>10} "
           f"{'lat p50 ms':>10} {'lat p99 ms':>10}  verdict")
-    best = None
-    failures = 0
+    best = None  # every rate is tried: on a shared machine a stall can fail one run alone
     try:
         for rate in args.rates:
             schedule = build_schedule(ScheduleSpec(shape="constant", rate=rate,
@@ -69,11 +68,7 @@ def main() -> None:
                   f"{lag['p99']:10.3f} {lat.p50 if lat else float('nan'):10.2f} "
                   f"{lat.p99 if lat else float('nan'):10.2f}  {'sustained' if ok else 'no'}")
             if ok:
-                best, failures = rate, 0
-            else:
-                failures += 1
-                if failures >= 2:
-                    break
+                best = rate
     finally:
         proc.terminate()
         proc.wait(timeout=10)
