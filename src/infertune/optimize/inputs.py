@@ -158,7 +158,7 @@ def measure_trimming(adapter: Any, texts: Sequence[str], trim_length: int, *,
                                                                    max_length=trim_length))
     requests = [[t] for t in texts]
     result = compare(adapter.predict, trimmed.predict, requests, budget_s=budget_s,
-                     block_size=10, min_trials=3, warmup=3, seed=seed,
+                     block_size=10, min_trials=3, warmup=3, seed=seed, target_block_s=1.0,
                      names=(f"max_length {adapter.pre.max_length}", f"max_length {trim_length}"))
     return _timed("input trimming", result, f"trim to {trim_length} tokens")
 
@@ -189,7 +189,8 @@ def measure_bucketing(adapter: Any, texts: Sequence[str], lengths: Sequence[int]
         return adapter.predict(pairs[req[0]][1])
 
     result = compare(run_a, run_b, requests, budget_s=budget_s, block_size=5, min_trials=3,
-                     warmup=2, seed=seed, names=("arrival order", "length-sorted"))
+                     warmup=2, seed=seed, target_block_s=1.0,
+                     names=("arrival order", "length-sorted"))
     return _timed("length bucketing", result,
                   f"batches of {batch}, padded to their longest member; time per batch")
 

@@ -147,9 +147,12 @@ def measure_against_baseline(compare: Compare, baseline_call: Callable[[Sequence
                              seed: int = 0, keep_samples: bool = False) -> Timing:
     """Interleaved trials of baseline (A) and variant (B) on the same requests."""
     quick = kind == "quick"
+    # blocks of up to 20 requests (the runner shrinks them so one block takes about
+    # target_block_s): enough samples per side for a p95 even when the baseline is slow
     result = compare(baseline_call, variant_call, requests, budget_s=budget_s,
-                     block_size=10 if quick else 20, min_trials=2 if quick else 5,
-                     warmup=3 if quick else 5, seed=seed, names=("baseline", variant_id))
+                     block_size=10 if quick else 20, min_trials=2 if quick else 8,
+                     warmup=3 if quick else 5, seed=seed, target_block_s=2.0,
+                     names=("baseline", variant_id))
     timing = timing_from(variant_id, kind, result)
     return timing
 

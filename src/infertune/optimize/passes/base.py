@@ -75,11 +75,11 @@ class PassContext:
 
     def calibration_inputs(self) -> list[Any]:
         inputs = list(self.calibration)[: self.max_calibration]
-        return inputs or self.baseline.sample_inputs(min(self.max_calibration, 16))
+        return _by_length(inputs or self.baseline.sample_inputs(min(self.max_calibration, 16)))
 
     def sample_inputs(self) -> list[Any]:
         inputs = list(self.samples or self.calibration)[: self.n_samples]
-        return inputs or self.baseline.sample_inputs(self.n_samples)
+        return _by_length(inputs or self.baseline.sample_inputs(self.n_samples))
 
     def reference(self, which: Literal["samples", "calibration"]) -> np.ndarray:
         """Baseline final outputs on sample_inputs() or calibration_inputs(), computed once."""
@@ -94,6 +94,14 @@ class PassContext:
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]
+
+
+def _by_length(inputs: list[Any]) -> list[Any]:
+    """Texts sorted by length (stable), so scoring batches pad little: on minilm's held-out
+    paragraphs, unsorted batches of 16 spent most of their time on padding."""
+    if inputs and all(isinstance(x, str) for x in inputs):
+        return sorted(inputs, key=len)
+    return inputs
 
 
 class Pass(Protocol):

@@ -62,7 +62,8 @@ class OrtStaticInt8Pass(OrtDerivedPass):
             onnx.save(model, str(typed))
             with quiet_quantizer():
                 quantize_static(
-                    str(typed), str(dst), _reader(ctx, inputs), quant_format=QuantFormat.QDQ,
+                    str(typed), str(dst), _reader(ctx, inputs, self.method != "minmax"),
+                    quant_format=QuantFormat.QDQ,
                     per_channel=self.per_channel, reduce_range=scheme.reduce_range,
                     activation_type=quant_type(scheme.activation),
                     weight_type=quant_type(scheme.weight),
@@ -71,14 +72,18 @@ class OrtStaticInt8Pass(OrtDerivedPass):
                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
-def _reader(ctx: PassContext, inputs: list[Any]) -> Any:
-    """A CalibrationDataReader yielding one input at a time, all padded to one width
-    (the histogram calibrators merge tensors across batches and need equal shapes)."""
+def _reader(ctx: PassContext, inputs: list[Any], same_width: bool) -> Any:
+    """A CalibrationDataReader yielding one input at a time. The histogram calibrators merge
+    tensors across batches and need equal shapes, so for them every row is padded to one
+    width; MinMax reads each input at its own length (no time spent on padding)."""
     from onnxruntime.quantization import CalibrationDataReader
 
-    feeds = ctx.baseline.preprocess(inputs)  # one batch: every row padded to one width
-    rows = [{k: np.ascontiguousarray(v[i:i + 1]) for k, v in feeds.items()}
-            for i in range(len(inputs))]
+    if same_width:
+        feeds = ctx.baseline.preprocess(inputs)  # one batch: every row padded to one width
+        rows = [{k: np.ascontiguousarray(v[i:i + 1]) for k, v in feeds.items()}
+                for i in range(len(inputs))]
+    else:
+        rows = [ctx.baseline.preprocess([item]) for item in inputs]
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
