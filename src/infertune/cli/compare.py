@@ -1,7 +1,7 @@
 """`infertune compare A B [--data FILE] [--json OUT] [--budget 60s]`: is B faster than A on
 this machine? Randomised interleaved blocks of single requests, the p50 and p95 ratio B/A with
-a bootstrap 95% CI, and a verdict; more trials are added until it is conclusive or the budget
-is spent."""
+a bootstrap CI (99% in the runner: it looks repeatedly, see measure/compare.py), and a verdict;
+more trials are added until it is conclusive or the budget is spent."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def parse_duration(text: str) -> float:
 
 def register(app: typer.Typer) -> None:
     @app.command("compare", help="Is B faster than A here? Warm both, run randomised "
-                 "interleaved trials, report the p50 and p95 ratio B/A with a bootstrap 95% CI "
+                 "interleaved trials, report the p50 and p95 ratio B/A with a bootstrap CI "
                  "and a verdict (faster / slower / no significant difference).")
     def compare_cmd(
         a: Annotated[str, typer.Argument(help="baseline: model reference or variant folder")],
@@ -84,7 +84,8 @@ def print_result(result: Any, json_out: Path | None) -> None:
     for est, name in ((stats.p50, "p50"), (stats.p95, "p95")):
         sa, sb = result.a_summary.p(est.percentile), result.b_summary.p(est.percentile)
         console.print(f"{name}: A {sa:.2f} ms, B {sb:.2f} ms, ratio B/A {est.ratio:.3f} "
-                      f"(95% CI {est.low:.3f}-{est.high:.3f}) -> {est.verdict}")
+                      f"({100 * est.confidence:g}% CI {est.low:.3f}-{est.high:.3f}) -> "
+                      f"{est.verdict}")
     console.print(f"verdict (p50, noise threshold {100 * stats.threshold:g}%): {stats.verdict}"
                   + ("" if stats.conclusive else
                      " (inconclusive: the CI is wider than the noise band; raise --budget)"))

@@ -1,7 +1,8 @@
 """A/B latency comparison: pure statistics on two sample arrays, and a runner that collects
 them with randomised interleaved blocks on one machine.
 
-Verdict rule (DESIGN.md, "Comparisons"): with r = B/A and its 95% bootstrap CI [lo, hi] and a
+Verdict rule (DESIGN.md, "Comparisons"): with r = B/A and its bootstrap CI [lo, hi] (95% for
+``compare_samples``; 99% in the runner, which looks repeatedly: see RUNNER_CONFIDENCE) and a
 noise threshold t (default 2%): hi < 1 - t -> "B is faster"; lo > 1 + t -> "B is slower";
 otherwise "no significant difference". The result is *conclusive* when it is a difference, or
 when the whole CI lies inside [1 - t, 1 + t] (the samples rule out a change bigger than the
@@ -28,6 +29,11 @@ from infertune.measure.summary import LatencySummary, quantile_sorted, sample_bo
 Verdict = Literal["B is faster", "B is slower", "no significant difference"]
 NOISE_THRESHOLD = 0.02
 MIN_BLOCK_TRIALS = 8  # fewer trials give too few distinct block resamples for a CI
+MIN_SAMPLES = 40  # per side, before the runner gives any verdict (a p95 needs a tail)
+# The runner looks at its data repeatedly (after 8, 16, 32... trials) and stops at the first
+# conclusive look; each look at 95% would inflate the false-alarm rate well past 5%, so the
+# runner's CIs are 99% (a Bonferroni share of 5% over the ~5 looks a budget allows).
+RUNNER_CONFIDENCE = 0.99
 
 
 @dataclass
@@ -38,6 +44,7 @@ class RatioEstimate:
     high: float
     verdict: Verdict
     conclusive: bool
+    confidence: float = 0.95
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,22 +93,29 @@ def decide(low: float, high: float, threshold: float) -> tuple[Verdict, bool]:
 
 
 def ratio_estimate(a_ms: np.ndarray, b_ms: np.ndarray, percentile: float, *, seed: int,
-                   threshold: float = NOISE_THRESHOLD, n_boot: int = 4000) -> RatioEstimate:
+                   threshold: float = NOISE_THRESHOLD, n_boot: int = 4000,
+                   confidence: float = 0.95) -> RatioEstimate:
     """Bootstrap CI of quantile(B)/quantile(A); A and B resampled independently."""
     a, b = np.sort(a_ms), np.sort(b_ms)
     q = percentile / 100
     rng = np.random.default_rng(seed)
     ratios = (sample_bootstrap_quantiles(b, q, n_boot, rng)
               / sample_bootstrap_quantiles(a, q, n_boot, rng))
-    low, high = (float(v) for v in np.quantile(ratios, [0.025, 0.975]))
+    return _estimate(a, b, q, ratios, threshold, confidence)
+
+
+def _estimate(a_sorted: np.ndarray, b_sorted: np.ndarray, q: float, ratios: np.ndarray,
+              threshold: float, confidence: float) -> RatioEstimate:
+    tail = (1 - confidence) / 2
+    low, high = (float(v) for v in np.quantile(ratios, [tail, 1 - tail]))
     verdict, conclusive = decide(low, high, threshold)
-    return RatioEstimate(percentile, quantile_sorted(b, q) / quantile_sorted(a, q), low, high,
-                         verdict, conclusive)
+    point = quantile_sorted(b_sorted, q) / quantile_sorted(a_sorted, q)
+    return RatioEstimate(q * 100, point, low, high, verdict, conclusive, confidence)
 
 
 def block_ratio_estimate(a_blocks: np.ndarray, b_blocks: np.ndarray, percentile: float, *,
                          seed: int, threshold: float = NOISE_THRESHOLD,
-                         n_boot: int = 2000) -> RatioEstimate:
+                         n_boot: int = 2000, confidence: float = 0.95) -> RatioEstimate:
     """Paired block bootstrap: ``a_blocks[i]`` and ``b_blocks[i]`` are trial i's blocks (shape
     trials x block_size). Whole trials are resampled, the same ones for A and B, so the CI
     carries the machine's block-to-block drift instead of pretending every sample is
@@ -119,16 +133,13 @@ def block_ratio_estimate(a_blocks: np.ndarray, b_blocks: np.ndarray, percentile:
         qb = np.quantile(b_blocks[idx].reshape(stop - start, -1), q, axis=1,
                          method="inverted_cdf")
         ratios[start:stop] = qb / qa
-    low, high = (float(v) for v in np.quantile(ratios, [0.025, 0.975]))
-    verdict, conclusive = decide(low, high, threshold)
-    a, b = np.sort(a_blocks.ravel()), np.sort(b_blocks.ravel())
-    return RatioEstimate(percentile, quantile_sorted(b, q) / quantile_sorted(a, q), low, high,
-                         verdict, conclusive)
+    return _estimate(np.sort(a_blocks.ravel()), np.sort(b_blocks.ravel()), q, ratios,
+                     threshold, confidence)
 
 
 def compare_samples(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.ndarray, *,
                     seed: int = 0, threshold: float = NOISE_THRESHOLD, n_boot: int = 4000,
-                    block_size: int | None = None) -> ComparisonStats:
+                    block_size: int | None = None, confidence: float = 0.95) -> ComparisonStats:
     """Ratio B/A of the p50 and p95 with bootstrap CIs. Without ``block_size`` the samples are
     resampled independently; with it (the runner's blocks, in trial order, equal counts on
     both sides, at least ``MIN_BLOCK_TRIALS`` trials) whole trials are resampled in pairs."""
@@ -143,11 +154,15 @@ def compare_samples(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | 
     if blocked:
         assert block_size is not None
         a2, b2 = a.reshape(-1, block_size), b.reshape(-1, block_size)
-        p50 = block_ratio_estimate(a2, b2, 50, seed=seed, threshold=threshold)
-        p95 = block_ratio_estimate(a2, b2, 95, seed=seed + 1, threshold=threshold)
+        p50 = block_ratio_estimate(a2, b2, 50, seed=seed, threshold=threshold,
+                                   confidence=confidence)
+        p95 = block_ratio_estimate(a2, b2, 95, seed=seed + 1, threshold=threshold,
+                                   confidence=confidence)
     else:
-        p50 = ratio_estimate(a, b, 50, seed=seed, threshold=threshold, n_boot=n_boot)
-        p95 = ratio_estimate(a, b, 95, seed=seed + 1, threshold=threshold, n_boot=n_boot)
+        p50 = ratio_estimate(a, b, 50, seed=seed, threshold=threshold, n_boot=n_boot,
+                             confidence=confidence)
+        p95 = ratio_estimate(a, b, 95, seed=seed + 1, threshold=threshold, n_boot=n_boot,
+                             confidence=confidence)
     return ComparisonStats(n_a=int(a.size), n_b=int(b.size), p50=p50, p95=p95,
                            threshold=threshold, seed=seed,
                            method="paired block bootstrap" if blocked else "bootstrap")
@@ -192,14 +207,15 @@ Call = Callable[[Sequence[Any]], Any]
 def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]], *,
                     budget_s: float = 60.0, block_size: int = 20,
                     min_trials: int = MIN_BLOCK_TRIALS, warmup: int = 5, seed: int = 0,
-                    threshold: float = NOISE_THRESHOLD, target_block_s: float = 0.5,
+                    threshold: float = NOISE_THRESHOLD, target_block_s: float = 1.0,
                     clock: Callable[[], float] = time.perf_counter,
                     on_trial: Callable[[int, float], None] | None = None,
                     before_block: Callable[[str], None] | None = None,
                     names: tuple[str, str] = ("A", "B")) -> ComparisonResult:
     """Warm both, then trials of one A block and one B block in random order, until the
-    verdict is conclusive (checked from ``max(min_trials, MIN_BLOCK_TRIALS)`` trials on) or
-    ``budget_s`` is spent.
+    verdict is conclusive or ``budget_s`` is spent. Looks happen at ``max(min_trials,
+    MIN_BLOCK_TRIALS)`` trials and then each time the trial count doubles, once there are
+    ``MIN_SAMPLES`` a side, with ``RUNNER_CONFIDENCE`` CIs (see the constant's comment).
 
     ``block_size`` is the most requests per block; it shrinks so that a block takes about
     ``target_block_s`` at the warm-up's pace, because a slow model on a busy machine would
@@ -226,6 +242,7 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
     start = clock()
     trial = 0
     stopped = "budget"
+    next_look = max(min_trials, MIN_BLOCK_TRIALS)
     while True:
         sides = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
         order.append("".join(sides))
@@ -241,19 +258,21 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
         elapsed = clock() - start
         if on_trial is not None:
             on_trial(trial, elapsed)
-        if trial >= max(min_trials, MIN_BLOCK_TRIALS):
+        if trial >= next_look and len(samples["A"]) >= MIN_SAMPLES:
+            next_look = 2 * trial
             stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
-                                    block_size=block_size)
+                                    block_size=block_size, confidence=RUNNER_CONFIDENCE)
             if stats.conclusive:
                 stopped = "conclusive"
                 break
         if elapsed >= budget_s and trial >= 2:
             break
     stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
-                            block_size=block_size)
-    if trial < MIN_BLOCK_TRIALS:
+                            block_size=block_size, confidence=RUNNER_CONFIDENCE)
+    if trial < MIN_BLOCK_TRIALS or len(samples["A"]) < MIN_SAMPLES:
         stats = inconclusive(stats)
-        stopped = f"budget (only {trial} trials; {MIN_BLOCK_TRIALS} needed for a verdict)"
+        stopped = (f"budget (only {trial} trials, {len(samples['A'])} samples a side; "
+                   f"a verdict needs {MIN_BLOCK_TRIALS} trials and {MIN_SAMPLES} samples)")
     return ComparisonResult(
         a=names[0], b=names[1], stats=stats,
         a_summary=LatencySummary.from_values(samples["A"], rng_seed=seed),

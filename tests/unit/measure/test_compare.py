@@ -86,6 +86,7 @@ def test_runner_interleaves_and_stops_when_conclusive() -> None:
     assert result.a_summary.max < 20 and result.b_summary.max < 20
     assert result.stats.verdict == "B is slower"
     assert result.stats.method == "paired block bootstrap"
+    assert result.stats.p50.confidence == 0.99  # the runner's looks use 99% CIs
     assert result.stopped == "conclusive"
     assert result.trials == 8  # MIN_BLOCK_TRIALS: the first point a drift-aware CI exists
     assert result.block_size == 10
@@ -154,9 +155,33 @@ def test_slow_calls_shrink_the_block_and_too_few_trials_withhold_the_verdict() -
 
     result = run_interleaved(slow_a, slower_b, [["x"]], budget_s=1.0, block_size=20, warmup=1,
                              clock=clock)
-    assert result.block_size == 1  # 0.5 s target / 0.325 s per call
+    assert result.block_size == 3  # 1 s target / 0.325 s per call
     assert result.trials == 2
     assert result.stats.verdict == "no significant difference"
     assert result.stats.conclusive is False
     assert "verdict withheld" in result.stats.method
-    assert result.stopped.startswith("budget (only 2 trials")
+    assert result.stopped.startswith("budget (only 2 trials, 6 samples a side")
+
+
+def test_runner_gives_no_false_alarms_under_block_drift() -> None:
+    """A/A where each block's level drifts 20% (a busy machine): the runner looks after 8, 16,
+    32, 64 trials and stops at the first conclusive look; it must still say "no significant
+    difference" in >= 19 of 20 runs. (Independent-sample CIs call 13+ of these 20 different.)"""
+    alarms = sum(_drifting_aa_run(seed) != "no significant difference" for seed in range(20))
+    assert alarms <= 1
+
+
+def _drifting_aa_run(seed: int) -> str:
+    clock = FakeClock()
+    rng = np.random.default_rng(300 + seed)
+    level = [1.0]
+
+    def call(raw: list) -> None:
+        clock.now += 0.010 * level[0] * rng.lognormal(0, 0.1)
+
+    def drift(side: str) -> None:
+        level[0] = rng.lognormal(0, 0.2)
+
+    result = run_interleaved(call, call, [["x"]], budget_s=64 * 20 * 0.0102, block_size=10,
+                             warmup=0, seed=seed, clock=clock, before_block=drift)
+    return result.stats.verdict
