@@ -6,6 +6,7 @@ bootstrap 95% CI.
 
     python benchmarks/optimize_minilm.py --run runs/NAME      # the variant a run chose
     python benchmarks/optimize_minilm.py                      # runs a quick optimize first
+    python benchmarks/optimize_minilm.py --full               # ... a default-budget one
     python benchmarks/optimize_minilm.py --variant runs/NAME/variants/ID
 """
 
@@ -31,10 +32,12 @@ def chosen_variant(args: argparse.Namespace) -> Path:
         from infertune.cli import main
 
         run = Path(tempfile.mkdtemp(prefix="optimize-minilm-")) / "run"
-        print(f"no --run given: running `infertune optimize minilm --budget {args.budget}` "
-              f"into {run}", flush=True)
-        rc = main(["optimize", "minilm", "--scenario", str(SCENARIO), "--budget", args.budget,
-                   "--out", str(run)])
+        budget = args.budget or ("5.5m" if args.full else "2m")
+        quick = [] if args.full else ["--quick"]
+        print(f"no --run given: running `infertune optimize minilm {' '.join(quick)} --budget "
+              f"{budget}` into {run}", flush=True)
+        rc = main(["optimize", "minilm", "--scenario", str(SCENARIO), *quick, "--budget",
+                   budget, "--out", str(run)])
         if rc != 0:
             sys.exit(f"optimize failed with exit code {rc}")
     report = json.loads((run / "report.json").read_text())
@@ -48,7 +51,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", help="a run directory holding report.json")
     parser.add_argument("--variant", help="a variant folder (overrides --run)")
-    parser.add_argument("--budget", default="5m", help="budget of the optimize run it starts")
+    parser.add_argument("--budget", default=None, help="budget of the optimize run it starts")
+    parser.add_argument("--full", action="store_true",
+                        help="without --run: a full (not --quick) optimize run")
     parser.add_argument("--seconds", type=float, default=60.0, help="timing budget")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

@@ -13,7 +13,13 @@ from infertune.optimize.cascade import CascadeNotApplicable, evaluate_cascade, r
 from infertune.optimize.run import RunState, write_json
 from infertune.optimize.search import NEED_QUICK_S, Budget, Progress, measure_against_baseline
 from infertune.optimize.serving import make_simulator, measure_contention, validate_policy
-from infertune.optimize.steps import _candidate, _compare, best_adapter, judge, token_lengths
+from infertune.optimize.steps import (
+    best_adapter,
+    candidate_from,
+    compare_fn,
+    judge,
+    token_lengths,
+)
 from infertune.optimize.sweep import SweepGrid, sweep
 
 VALIDATE_S = 6.0
@@ -130,9 +136,9 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
         except IncompatibleInputError as exc:
             state.notes.append(f"{cid}: quality not comparable with the baseline ({exc})")
             result = None
-        cand = _candidate(cid, f"candidate model {ref}", result)
+        cand = candidate_from(cid, f"candidate model {ref}", result)
         cand.quick = measure_against_baseline(
-            _compare(), state.baseline.predict, adapter.predict, cid, state.requests,
+            compare_fn(), state.baseline.predict, adapter.predict, cid, state.requests,
             kind="quick", budget_s=min(budget.share(0.1), 10.0), seed=state.options.seed)
         state.candidate_models.append(cand)
         if state.reference is None:

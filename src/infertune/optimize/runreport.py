@@ -72,9 +72,9 @@ def variant_rows(state: RunState) -> list[VariantRow]:
 
 
 def _floor_text(state: RunState) -> str:
-    from infertune.optimize.steps import _floor
+    from infertune.optimize.steps import quality_floor
 
-    return _floor(state).text()
+    return quality_floor(state).text()
 
 
 def policy_rows(state: RunState) -> list[PolicyRow]:
@@ -232,9 +232,9 @@ def rank_options(state: RunState, options: list[Option], inside: bool | None) ->
 
 
 def _floor_min(state: RunState) -> float | None:
-    from infertune.optimize.steps import _floor
+    from infertune.optimize.steps import quality_floor
 
-    fl = _floor(state)
+    fl = quality_floor(state)
     return fl.threshold if fl.kind == "bound" else None
 
 

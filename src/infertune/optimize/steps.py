@@ -126,7 +126,7 @@ def build(state: RunState, budget: Budget, progress: Progress, builder: Any) -> 
             state.baseline_variant_id = b.variant_id
 
 
-def _floor(state: RunState) -> Any:
+def quality_floor(state: RunState) -> Any:
     from infertune.quality import floor_from_config, parse_floor
 
     cfg = state.options.scenario.constraints.quality_floor
@@ -152,7 +152,7 @@ def judge(state: RunState, adapter: Any, variant_id: str, folder: Path | None) -
     task = state.baseline.info.task
     result = evaluate_outputs(
         state.reference, outputs,
-        labels[:len(state.quality_inputs)] if labels is not None else None, _floor(state),
+        labels[:len(state.quality_inputs)] if labels is not None else None, quality_floor(state),
         task, quality_metrics(task), seed=state.options.seed, baseline_name="baseline",
         variant_name=variant_id, data_source=state.options.data.source)
     if folder is not None:
@@ -160,7 +160,7 @@ def judge(state: RunState, adapter: Any, variant_id: str, folder: Path | None) -
     return result
 
 
-def _candidate(variant_id: str, title: str, result: Any) -> Candidate:
+def candidate_from(variant_id: str, title: str, result: Any) -> Candidate:
     if result is None:
         return Candidate(variant_id, title, "unknown", None, None)
     check = result.floor_check
@@ -189,7 +189,7 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
         state.adapters[b.variant_id] = adapter
         result = judge(state, adapter, b.variant_id, b.path) if state.reference is not None \
             else None
-        cand = _candidate(b.variant_id, b.title, result)
+        cand = candidate_from(b.variant_id, b.title, result)
         quick_s = min(max(NEED_QUICK_S / 2, budget.left() * 0.02), 6.0)
         var_ms = time_alone(adapter.predict, state.requests, budget_s=quick_s, min_n=20)
         cand.quick = quick_timing(b.variant_id, _base_samples(state, len(var_ms)), var_ms,
@@ -210,7 +210,7 @@ def _base_samples(state: RunState, n: int) -> list[float]:
     return have[:n]
 
 
-def _compare() -> Any:
+def compare_fn() -> Any:
     from infertune.measure.compare import run_interleaved
 
     return run_interleaved
@@ -232,7 +232,7 @@ def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
         progress.tick(f"interleaved trials: {cand.variant_id} vs baseline")
         adapter = state.adapters[cand.variant_id]
         cand.proper = measure_against_baseline(
-            _compare(), state.baseline.predict, adapter.predict, cand.variant_id,
+            compare_fn(), state.baseline.predict, adapter.predict, cand.variant_id,
             state.requests, kind="proper", budget_s=per, seed=state.options.seed + 1)
         folder = _folder(state, cand.variant_id)
         if folder is not None:
@@ -309,21 +309,15 @@ def input_options(state: RunState, budget: Budget, progress: Progress) -> None:
     per = min(budget.share(0.4), 12.0)
     if opts.trim_length < current:
         progress.tick(f"timing input trimming on {variant_id}")
-        opts.trimming = measure_trimming(adapter, texts, opts.trim_length, compare=_compare(),
+        opts.trimming = measure_trimming(adapter, texts, opts.trim_length, compare=compare_fn(),
                                          budget_s=per / 2, seed=state.options.seed)
     else:
         notes.append(f"the 99th-percentile input ({opts.trim_length} tokens) already fits the "
                      f"max length {current}; trimming would cut nothing worth measuring")
     if len(texts) >= 32:
         progress.tick(f"timing length bucketing on {variant_id}")
-        opts.bucketing = measure_bucketing(adapter, texts, lengths, compare=_compare(),
+        opts.bucketing = measure_bucketing(adapter, texts, lengths, compare=compare_fn(),
                                            budget_s=per / 2, seed=state.options.seed)
-
-
-def timed(fn: Any, *args: Any) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - t0
 
 
 def token_lengths(adapter: Any, inputs: Sequence[Any]) -> list[int] | None:
