@@ -133,11 +133,14 @@ def serve_litserve(model: str, port: int) -> None:
                num_api_servers=1)
 
 
-def start(kind: str, model: str, port: int) -> subprocess.Popen[bytes]:
+def start(kind: str, model: str, port: int,
+          serve_config: Path | None = None) -> subprocess.Popen[bytes]:
     if kind == "infertune":
         cmd = [sys.executable, "-c", "from infertune.cli import entry; entry()", "serve", model,
                "--port", str(port), "--max-batch-size", str(MAX_BATCH),
                "--max-wait-ms", str(MAX_WAIT_MS), "--max-queue", "4096"]
+        if serve_config is not None:
+            cmd += ["--config", str(serve_config)]
     else:
         cmd = [sys.executable, __file__, "--serve-one", kind, "--model", model,
                "--port", str(port)]
@@ -213,6 +216,8 @@ def main() -> int:
     parser.add_argument("--step-s", type=float, default=6.0)
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--servers", default=",".join(SERVERS))
+    parser.add_argument("--serve-config", type=Path, default=None,
+                        help="a serve.yaml for the infertune server (flags above still win)")
     parser.add_argument("--json", type=Path, default=None, help="write every step here")
     parser.add_argument("--serve-one", choices=("naive", "litserve"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -238,7 +243,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     try:
         for kind in kinds:
             port = free_port()
-            procs[kind] = (start(kind, args.model, port), port)
+            procs[kind] = (start(kind, args.model, port, args.serve_config), port)
         for kind, (proc, port) in procs.items():
             wait_ready(port, proc)
             if kind == "infertune":  # its own warm-up runs every length bucket first

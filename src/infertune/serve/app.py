@@ -39,6 +39,7 @@ from infertune.serve.openapi import openapi_schema
 from infertune.serve.queue import Rejected
 from infertune.serve.runtime import ServeRuntime
 from infertune.serve.validate import BadRequest, check_inputs, parse_predict, parse_purge
+from infertune.serve.warmup import prime_on_this_thread
 
 log = logging.getLogger("infertune.serve")
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
@@ -53,11 +54,16 @@ def create_app(adapter: Adapter, policy: ServePolicy | None = None, *,
                clock: Callable[[], float] = time.monotonic, registry: Any = None,
                redis: Any = None, fast_adapter: Adapter | None = None,
                environ: Mapping[str, str] | None = None) -> Starlette:
-    """The serving app for ``adapter``. ``registry``: a prometheus CollectorRegistry (a new
-    one by default); ``redis``: a redis.asyncio client (else one from ``policy.redis_url``);
-    ``fast_adapter``: the cascade's fast model; ``environ``: where the API key is read
-    (os.environ by default)."""
+    """The serving app for ``adapter`` (with ``policy.warmup``, one small forward runs on the
+    calling thread first: see warmup.prime_on_this_thread). ``registry``: a prometheus
+    CollectorRegistry (a new one by default); ``redis``: a redis.asyncio client (else one from
+    ``policy.redis_url``); ``fast_adapter``: the cascade's fast model; ``environ``: where the
+    API key is read (os.environ by default)."""
     policy = policy or ServePolicy()
+    if policy.warmup:
+        prime_on_this_thread(adapter)
+        if fast_adapter is not None:
+            prime_on_this_thread(fast_adapter)
     metrics = ServeMetrics(registry)
     runtime = ServeRuntime(adapter, policy, clock=clock, metrics=metrics, redis=redis,
                            fast_adapter=fast_adapter)

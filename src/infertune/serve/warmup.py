@@ -30,6 +30,17 @@ def warmup_batches(adapter: Adapter, max_batch_size: int) -> list[list[Any]]:
     return batches
 
 
+def prime_on_this_thread(adapter: Adapter) -> None:
+    """One small forward on the calling (main) thread, before any worker thread runs the model.
+
+    Measured on this project's 2-core CI machine under load (05:26 UTC, interleaved, sequential
+    single-sentence MiniLM requests, medians of 10): a server whose first torch call happened on
+    a worker thread answered in 40-390 ms, the same server after one main-thread call in
+    28-60 ms, like a FastAPI endpoint (which also made one). The likely cause is where torch's
+    OpenMP thread pool is first created; the fix costs one small forward at start-up."""
+    adapter.predict(adapter.sample_inputs(1))
+
+
 def run_warmup(adapter: Adapter, batches: list[list[Any]]) -> int:
     """Run every batch through the full pipeline (in a worker thread); returns the count."""
     for batch in batches:

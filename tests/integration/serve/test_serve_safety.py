@@ -73,8 +73,9 @@ def test_api_key_env_must_be_set() -> None:
 
 def test_readyz_waits_for_warmup_and_model_route_and_openapi_match() -> None:
     adapter = GatedAdapter()
-    adapter.gate.clear()  # hold warm-up in the model
     app = create_app(adapter, ServePolicy(max_batch_size=4))
+    adapter.gate.clear()  # hold warm-up (which starts with the server) in the model
+    adapter.entered.clear()
     with running(app, ready=False) as url, httpx.Client(base_url=url, timeout=10) as client:
         assert adapter.entered.wait(10)
         not_ready = client.get("/readyz")

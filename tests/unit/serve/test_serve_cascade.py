@@ -61,3 +61,16 @@ def test_policy_round_trip_and_limits() -> None:
         ServePolicy(on_long_input="drop")
     with pytest.raises(ValueError):
         ServePolicy(max_request_bytes=10)
+
+
+def test_model_route_shows_a_variant_manifest_else_model_info(tmp_path) -> None:
+    import dataclasses
+    import json
+
+    from infertune.serve.app import _manifest
+
+    plain = GatedAdapter()
+    assert _manifest(plain) == plain.info.to_dict()
+    (tmp_path / "manifest.json").write_text(json.dumps({"id": "ort-int8", "runtime": "ort"}))
+    variant = GatedAdapter(info=dataclasses.replace(plain.info, source=str(tmp_path)))
+    assert _manifest(variant) == {"id": "ort-int8", "runtime": "ort"}
