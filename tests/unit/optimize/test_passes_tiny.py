@@ -16,8 +16,9 @@ EXPECTED_BUILT = {
     "torch_fp32", "torch_bf16", "torch_compile", "torch_int8_dynamic", "ort_fp32",
     "ort_graph_basic", "ort_graph_extended", "ort_fused", "ort_int8_dynamic_per_tensor",
     "ort_int8_dynamic_per_channel", "ort_int8_static_minmax", "ort_int8_static_entropy",
-    "ort_int8_static_percentile", "ort_int8_mixed", "ort_threads_one", "ort_threads_cores",
-    "ort_threads_cores_nospin", "ort_trim_p99", "ort_bucketed",
+    "ort_int8_static_percentile", "ort_int8_mixed", "ort_int8_mixed_per_channel",
+    "ort_threads_one", "ort_threads_cores", "ort_threads_cores_nospin", "ort_trim_p99",
+    "ort_bucketed",
 }
 
 

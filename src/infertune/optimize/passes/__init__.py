@@ -49,7 +49,9 @@ REGISTRY: dict[str, PassFactory] = {
     "ort_int8_static_minmax": partial(OrtStaticInt8Pass, "minmax"),
     "ort_int8_static_entropy": partial(OrtStaticInt8Pass, "entropy"),
     "ort_int8_static_percentile": partial(OrtStaticInt8Pass, "percentile"),
-    "ort_int8_mixed": MixedPrecisionPass,
+    "ort_int8_mixed": MixedPrecisionPass,  # per-tensor INT8 + the fp32 layers the floor needs
+    # per-channel base: for floors above what all-INT8 per-channel meets
+    "ort_int8_mixed_per_channel": partial(MixedPrecisionPass, per_channel=True),
     "ort_threads_one": partial(OrtThreadsPass, "one"),
     "ort_threads_cores": partial(OrtThreadsPass, "cores"),
     "ort_threads_cores_nospin": partial(OrtThreadsPass, "cores_nospin"),
