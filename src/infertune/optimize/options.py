@@ -73,8 +73,12 @@ def latency_impact(cand: Candidate, hardware: str) -> Impact:
     def fig(ratio: float, ci: tuple[float, float] | None = None) -> Figure:
         return Figure.measured(pct(ratio), "% change", hardware, t.samples, what=what)
 
+    cost = Figure(value=pct(t.ratio_p50), unit="% change in cost per request",
+                  source="estimate", basis=f"cost per request on a busy instance scales with the "
+                  f"service time; ratio of p50s from the {what} measured on {hardware} with "
+                  f"{t.samples} samples")
     return Impact(p50=fig(t.ratio_p50), p95=fig(t.ratio_p95),
-                  p99=fig(t.p99_ms / t.base_p99_ms if t.base_p99_ms else 1.0),
+                  p99=fig(t.p99_ms / t.base_p99_ms if t.base_p99_ms else 1.0), cost=cost,
                   throughput=Figure.measured(pct(t.base_p50_ms / t.p50_ms), "% change",
                                              hardware, t.samples,
                                              what="single-worker requests/s from p50, " + what))

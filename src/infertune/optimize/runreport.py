@@ -187,7 +187,15 @@ def build_options(state: RunState, inside: bool | None) -> list[Option]:
                                             "output; check quality on long inputs"),
                 "re-run the quality check with the trimmed max length"))
             kinds.add("trimming")
-        if io.bucketing is not None:
+        batching = state.sweep is not None and state.sweep.best.policy["max_batch_size"] > 1
+        if io.bucketing is not None and not batching:
+            b = io.bucketing
+            state.notes.append(
+                f"length bucketing: length-sorted batches of 8 took {b.ratio_p95:.2f}x the p95 "
+                f"time of batches in arrival order (measured, {b.samples} batches each), but "
+                "the chosen serving policy does not batch, so it does not apply; it matters "
+                "once requests are batched")
+        elif io.bucketing is not None:
             options.append(opt.timed_option(
                 "length-bucketing", "Group batched requests by length (less padding)",
                 io.bucketing, hw, low, Rated(level="low", reason="outputs unchanged"),

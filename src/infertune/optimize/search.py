@@ -150,7 +150,7 @@ def measure_against_baseline(compare: Compare, baseline_call: Callable[[Sequence
     # blocks of up to 20 requests (the runner shrinks them so one block takes about
     # target_block_s): enough samples per side for a p95 even when the baseline is slow
     result = compare(baseline_call, variant_call, requests, budget_s=budget_s,
-                     block_size=10 if quick else 20, min_trials=2 if quick else 8,
+                     block_size=10 if quick else 20, min_trials=8 if quick else 20,
                      warmup=3 if quick else 5, seed=seed, target_block_s=2.0,
                      names=("baseline", variant_id))
     timing = timing_from(variant_id, kind, result)
