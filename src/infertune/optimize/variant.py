@@ -120,8 +120,8 @@ def finalize(folder: Path, manifest: Manifest) -> Variant:
     folder = Path(folder)
     manifest.files = {
         p.relative_to(folder).as_posix(): sha256_file(p)
-        for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST
-        and p.relative_to(folder).as_posix() != MANIFEST
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.relative_to(folder).as_posix() != MANIFEST
     }
     manifest.libraries = manifest.libraries or library_versions()
     write_manifest(folder, manifest)

@@ -8,6 +8,7 @@ The manifest lists every fp32 node with its measured solo cosine and rank."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +60,7 @@ class MixedPrecisionPass(OrtDerivedPass):
             ranked = sorted((Sensitivity(n, op, score(only=[n]).mean_cosine)
                              for n, op in quantizable_nodes(src)), key=lambda s: s.mean_cosine)
             kept, found = _greedy(ranked, ctx, score, self.margin)
-        quantize_dynamic_file(src, dst, per_channel=self.per_channel, weight=scheme.weight,
-                              reduce_range=scheme.reduce_range, exclude=[s.node for s in kept])
+            shutil.copyfile(trial, dst)  # the last trial scored is the mix that met the floor
         record.settings |= {
             "calibration_inputs": len(ctx.calibration_inputs()),
             "quantizable_nodes": len(ranked), "fp32_nodes": len(kept),
