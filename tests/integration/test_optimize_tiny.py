@@ -110,7 +110,7 @@ def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys)
 def test_slo_already_met_turns_to_cost(tiny) -> None:
     out = tiny["root"] / "met"
     sc = _scenario(tiny["root"], "met", slo={"p95_ms": 5000, "p99_ms": 9000})
-    assert _run(tiny, sc, out) == 0
+    assert _run(tiny, sc, out, "45s") == 0
     report = json.loads((out / "report.json").read_text())
     assert report["problem"]["inside_slo"] is True
     assert "already meets the SLO" in report["problem"]["statement"]
@@ -120,7 +120,7 @@ def test_slo_already_met_turns_to_cost(tiny) -> None:
 def test_no_variant_meets_the_floor_recommends_the_baseline(tiny) -> None:
     out = tiny["root"] / "nofloor"
     floor = {"quality_floor": {"metric": "mean_cosine", "max_drop": 0.0}}
-    assert _run(tiny, _scenario(tiny["root"], "nofloor", constraints=floor), out) == 0
+    assert _run(tiny, _scenario(tiny["root"], "nofloor", constraints=floor), out, "45s") == 0
     report = json.loads((out / "report.json").read_text())
     verdicts = {r["variant_id"]: r["quality_verdict"] for r in report["variants"][1:]}
     assert verdicts and "pass" not in verdicts.values()
