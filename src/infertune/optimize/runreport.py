@@ -293,11 +293,20 @@ def recommendation(state: RunState, options: list[Option]
                     f"p95 {t.p95_ms:.2f} ms against {t.base_p95_ms:.2f} ms for the baseline "
                     f"({t.speedup_p95:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
                     "each)"))
-    serving = None
     if policy is not None:
         serving = Serving(variant_id=sw.variant_id, policy_id=policy.policy_id,
                           policy=policy.policy, why="best ranked policy of the sweep: meets "
                           "the SLO at peak first, then the lowest tail, then fewest workers")
+    else:
+        # serve always finds a policy here; without a sweep it is the documented default
+        from infertune.config import ServePolicy
+
+        reason = next((s.reason for s in state.skipped if "sweep" in s.what),
+                      "no sweep ran")
+        serving = Serving(variant_id=rec.variant_id, policy_id="default",
+                          policy=ServePolicy().model_dump(mode="json", exclude_none=True),
+                          why=f"not swept ({reason}): ServePolicy defaults, not a measured "
+                          "choice")
     return rec, serving
 
 
