@@ -109,12 +109,18 @@ def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys)
 
 def test_slo_already_met_turns_to_cost(tiny) -> None:
     out = tiny["root"] / "met"
-    sc = _scenario(tiny["root"], "met", slo={"p95_ms": 5000, "p99_ms": 9000})
+    # no request rate stated either: no sweep, and serve still gets a (default) policy
+    sc = _scenario(tiny["root"], "met", slo={"p95_ms": 5000, "p99_ms": 9000},
+                   traffic={"pattern": "steady"})
     assert _run(tiny, sc, out, "45s") == 0
     report = json.loads((out / "report.json").read_text())
     assert report["problem"]["inside_slo"] is True
     assert "already meets the SLO" in report["problem"]["statement"]
     assert "cost" in report["problem"]["statement"]
+    assert report["serving"]["policy_id"] == "default"
+    assert "not swept" in report["serving"]["why"]
+    ServePolicy(**report["serving"]["policy"])
+    assert any("no request rate" in n for n in report["notes"])
 
 
 def test_no_variant_meets_the_floor_recommends_the_baseline(tiny) -> None:
