@@ -114,3 +114,13 @@ def test_trim_length_keeps_99_percent() -> None:
     assert cut == 0.0
     length, cut = trim_length_for(lengths, keep=0.5, multiple=10)
     assert length == 50 and cut == pytest.approx(0.5)
+
+
+def test_pass_plan_follows_the_budget() -> None:
+    from infertune.optimize.builder import FULL_PASSES, QUICK_PASSES, plan_passes, registry
+
+    assert plan_passes(quick=True, budget_s=500)[0] == list(QUICK_PASSES)
+    chosen, left = plan_passes(quick=False, budget_s=30)
+    assert chosen == list(QUICK_PASSES) and set(left) == set(FULL_PASSES) - set(QUICK_PASSES)
+    assert plan_passes(quick=False, budget_s=120) == (list(FULL_PASSES), [])
+    assert set(FULL_PASSES) <= set(registry())  # every planned pass is registered
