@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 from optimize_tiny_helpers import SENTENCES, hardware, make_tiny_bert, tiny_registry
 
-from infertune.hardware import HardwareInfo
-
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -21,11 +19,6 @@ def tiny_adapter(tiny_bert: Path):
     from infertune.models import load
 
     return load(tiny_bert, task="embedding")
-
-
-@pytest.fixture
-def vnni_cpu() -> HardwareInfo:
-    return hardware(["avx2", "avx512f", "avx512_vnni", "avx512_bf16"])
 
 
 @pytest.fixture(scope="session")
