@@ -87,7 +87,7 @@ def main() -> int:
 
     requests = batch1_requests(texts, 600, seed=args.seed)
     result = run_interleaved(baseline.predict, variant.predict, requests,
-                             budget_s=args.seconds, block_size=20, min_trials=15, warmup=10,
+                             budget_s=args.seconds, block_size=20, min_trials=60, warmup=10,
                              target_block_s=5.0,
                              seed=args.seed, names=("torch eager fp32", "variant"))
     a, b, p95 = result.a_summary, result.b_summary, result.stats.p95
