@@ -166,13 +166,16 @@ Step = Callable[[RunState, Budget, Progress], None]
 def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
              builder: Any = None, clock: Callable[[], float] = time.monotonic) -> RunOutcome:
     """Run the whole search into ``options.out`` and write the report; see module docstring."""
+    from infertune.models import load
     from infertune.optimize import steps
     from infertune.optimize.runreport import build_report, write_reports
 
     progress = progress or NullProgress()
     paths = RunPaths(Path(options.out))
-    paths.create()
     state = RunState(options=options, paths=paths)
+    progress.stage("setup", f"loading {options.model}")
+    state.baseline = load(options.model)  # a bad reference fails before the run dir exists
+    paths.create()
     budget = Budget(options.budget_s, clock=clock)
     order: Sequence[tuple[str, Step]] = [
         ("setup", steps.setup),

@@ -62,8 +62,9 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
     write_scenario(state.paths, opts.scenario,
                    {"hardware": state.hardware_label, "model": opts.model,
                     "data": opts.data.source, "examples": len(opts.data)})
-    progress.tick(f"loading {opts.model}")
-    state.baseline = load(opts.model)
+    if state.baseline is None:
+        progress.tick(f"loading {opts.model}")
+        state.baseline = load(opts.model)
     n_quality = 128 if opts.quick else 300
     # sorted by length: batches of similar length waste little padding, so the quality runs
     # cost less; every model sees the same order, and no metric depends on it
