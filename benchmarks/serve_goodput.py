@@ -2,16 +2,19 @@
 
 Serves the same model (default: the built-in MiniLM) three ways, each in its own process:
 
-  infertune   `infertune serve` with dynamic batching (max batch 16, max wait 5 ms)
+  infertune   `infertune serve` with dynamic batching (max batch 16, max wait 5 ms, 2 workers:
+              two batches at once, as the naive endpoint's thread pool also overlaps calls;
+              --infertune-workers 1 for one)
   naive       one model call per request: a FastAPI sync endpoint (run in its thread pool),
               or the equivalent plain starlette endpoint when FastAPI is not installed
   litserve    LitServe with its own batching (max batch 16, batch timeout 5 ms), if installed
 
 and drives each with the same seeded open-loop Poisson schedule (infertune.loadgen: latency
-from the intended send time) at rising rates. Rates are interleaved — at each rate every
-still-passing server gets its step, in a shuffled order — so background load on a shared
-machine drifts across servers alike. A server stops climbing after two failing rates in a
-row. Every request carries a new text, so no server (infertune has a cache) answers repeats.
+from the intended send time) at rising rates. Servers are interleaved: at each rate, every
+still-passing server's step is cut into --slices short slices run in shuffled turns, so a
+burst of background load on a shared machine lands on all of them alike. A server stops
+climbing after two failing rates in a row. Every request carries a new text, so no server
+(infertune has a cache) answers repeats.
 
 Goodput = the highest rate with p99 <= --slo-ms and < 1% errors (sheds count as errors).
 Each request carries one sentence, as online embedding traffic does.
@@ -133,12 +136,13 @@ def serve_litserve(model: str, port: int) -> None:
                num_api_servers=1)
 
 
-def start(kind: str, model: str, port: int,
-          serve_config: Path | None = None) -> subprocess.Popen[bytes]:
+def start(kind: str, model: str, port: int, serve_config: Path | None = None,
+          workers: int = 2) -> subprocess.Popen[bytes]:
     if kind == "infertune":
         cmd = [sys.executable, "-c", "from infertune.cli import entry; entry()", "serve", model,
                "--port", str(port), "--max-batch-size", str(MAX_BATCH),
-               "--max-wait-ms", str(MAX_WAIT_MS), "--max-queue", "4096"]
+               "--max-wait-ms", str(MAX_WAIT_MS), "--max-queue", "4096",
+               "--workers", str(workers)]
         if serve_config is not None:
             cmd += ["--config", str(serve_config)]
     else:
@@ -185,8 +189,11 @@ def free_port() -> int:
 # ----------------------------------------------------------------------------- load
 
 
-def step(port: int, rate: float, seconds: float, seed: int) -> dict[str, Any]:
-    from infertune.loadgen import HttpTarget, ScheduleSpec, build_schedule, run_load
+def slice_records(port: int, rate: float, seconds: float, seed: int) -> list[Any]:
+    """One open-loop Poisson slice against one server; its RequestRecords."""
+    import asyncio
+
+    from infertune.loadgen import HttpTarget, ScheduleSpec, build_schedule, run_schedule
 
     schedule = build_schedule(ScheduleSpec(shape="poisson", rate=rate, duration_s=seconds,
                                            seed=seed))
@@ -195,14 +202,25 @@ def step(port: int, rate: float, seconds: float, seed: int) -> dict[str, Any]:
     count = int(rate * seconds * 2) + 16
     bodies = [{"inputs": [f"{SENTENCES[i % len(SENTENCES)]} (request {seed}-{i})"]}
               for i in range(count)]
-    result = run_load(schedule, HttpTarget(f"http://127.0.0.1:{port}/v1/predict",
-                                           bodies=bodies, timeout_s=30))
-    failed = result.sent - result.ok
-    p99 = result.latency.p99 if result.latency is not None else float("inf")
-    return {"rate": rate, "sent": result.sent, "ok": result.ok,
-            "error_pct": 100.0 * failed / max(1, result.sent), "p99_ms": p99,
-            "p50_ms": result.latency.p50 if result.latency is not None else float("inf"),
-            "lag_p99_ms": result.client_lag_ms.get("p99", 0.0)}
+    target = HttpTarget(f"http://127.0.0.1:{port}/v1/predict", bodies=bodies, timeout_s=30)
+    return asyncio.run(run_schedule(schedule, target))
+
+
+def summarise_step(rate: float, records: list[Any]) -> dict[str, Any]:
+    """p50/p99 (numpy, linear interpolation) over successes, measured from intended send
+    times; errors = every non-2xx answer or failure, sheds included."""
+    import numpy as np
+
+    from infertune.loadgen.result import is_ok
+
+    ok = np.array([r.latency_ms for r in records if is_ok(r.status)], dtype=np.float64)
+    lags = np.array([r.lag_ms for r in records], dtype=np.float64)
+    sent = len(records)
+    return {"rate": rate, "sent": sent, "ok": int(ok.size),
+            "error_pct": 100.0 * (sent - ok.size) / max(1, sent),
+            "p50_ms": float(np.percentile(ok, 50)) if ok.size else float("inf"),
+            "p99_ms": float(np.percentile(ok, 99)) if ok.size else float("inf"),
+            "lag_p99_ms": float(np.percentile(lags, 99)) if lags.size else 0.0}
 
 
 def passes(row: dict[str, Any], slo_ms: float) -> bool:
@@ -212,8 +230,11 @@ def passes(row: dict[str, Any], slo_ms: float) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm")
-    parser.add_argument("--rates", default="5,10,20,30,40,60,80,120")
+    parser.add_argument("--rates", default="10,20,30,40,45,50,55,60,70,80")
     parser.add_argument("--step-s", type=float, default=6.0)
+    parser.add_argument("--infertune-workers", type=int, default=2)
+    parser.add_argument("--slices", type=int, default=3,
+                        help="interleaved slices per server and rate")
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--servers", default=",".join(SERVERS))
     parser.add_argument("--serve-config", type=Path, default=None,
@@ -243,7 +264,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
     try:
         for kind in kinds:
             port = free_port()
-            procs[kind] = (start(kind, args.model, port, args.serve_config), port)
+            procs[kind] = (start(kind, args.model, port, args.serve_config,
+                                 args.infertune_workers), port)
         for kind, (proc, port) in procs.items():
             wait_ready(port, proc)
             if kind == "infertune":  # its own warm-up runs every length bucket first
@@ -256,9 +278,16 @@ def run_benchmark(args: argparse.Namespace) -> int:
         order = random.Random(0)
         for i, rate in enumerate(rates):
             turn = [k for k in kinds if k in climbing]
-            order.shuffle(turn)
-            for kind in turn:
-                row = step(procs[kind][1], rate, args.step_s, seed=i)
+            records: dict[str, list[Any]] = {k: [] for k in turn}
+            # Each server's step is split into --slices short slices, interleaved with the
+            # others', so a burst of background load lands on every server alike.
+            for j in range(args.slices):
+                order.shuffle(turn)
+                for kind in turn:
+                    records[kind] += slice_records(procs[kind][1], rate,
+                                                   args.step_s / args.slices, seed=i * 100 + j)
+            for kind in sorted(turn):
+                row = summarise_step(rate, records[kind])
                 rows[kind].append(row)
                 ok = passes(row, args.slo_ms)
                 print(f"{kind:<10} {rate:>6.0f} rps  n={row['sent']:<5} p50={row['p50_ms']:8.1f} ms"

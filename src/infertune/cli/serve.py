@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
         max_batch_size: Annotated[int | None, typer.Option("--max-batch-size")] = None,
         max_wait_ms: Annotated[float | None, typer.Option("--max-wait-ms")] = None,
         max_queue: Annotated[int | None, typer.Option("--max-queue")] = None,
+        workers: Annotated[int | None, typer.Option(
+            "--workers", help="batches run at once (model threads)")] = None,
         redis_url: Annotated[str | None, typer.Option("--redis-url")] = None,
         fast_model: Annotated[str | None, typer.Option(
             "--fast-model", help="cascade: a fast model answering confident inputs")] = None,
@@ -98,7 +100,7 @@ def register(app: typer.Typer) -> None:
         model_ref, report_policy = resolve_target(model)
         policy = build_policy(report_policy, config, {
             "max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
-            "max_queue": max_queue, "redis_url": redis_url})
+            "max_queue": max_queue, "workers": workers, "redis_url": redis_url})
         quiet_libraries()
         adapter = load(model_ref)
         fast = load(fast_model) if fast_model else None

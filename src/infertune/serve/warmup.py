@@ -33,11 +33,13 @@ def warmup_batches(adapter: Adapter, max_batch_size: int) -> list[list[Any]]:
 def prime_on_this_thread(adapter: Adapter) -> None:
     """One small forward on the calling (main) thread, before any worker thread runs the model.
 
-    Measured on this project's 2-core CI machine under load (05:26 UTC, interleaved, sequential
-    single-sentence MiniLM requests, medians of 10): a server whose first torch call happened on
-    a worker thread answered in 40-390 ms, the same server after one main-thread call in
-    28-60 ms, like a FastAPI endpoint (which also made one). The likely cause is where torch's
-    OpenMP thread pool is first created; the fix costs one small forward at start-up."""
+    Measured on this project's shared 2-core machine under load (05:26 UTC, servers running
+    side by side, 3 interleaved rounds of 10 sequential single-sentence MiniLM requests, round
+    medians): the serve app whose first torch call ran on its worker thread answered in 40, 117
+    and 388 ms; the same app after one main-thread call in 32, 34 and 60 ms (a FastAPI endpoint
+    that also made one: 30, 37, 57 ms). The likely cause is which thread first creates torch's
+    OpenMP pool; the fix costs one small forward at start-up.
+    """
     adapter.predict(adapter.sample_inputs(1))
 
 
