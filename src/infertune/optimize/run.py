@@ -173,7 +173,7 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     progress = progress or NullProgress()
     paths = RunPaths(Path(options.out))
     state = RunState(options=options, paths=paths)
-    progress.stage("setup", f"loading {options.model}")
+    progress.tick(f"loading {options.model}")
     state.baseline = load(options.model)  # a bad reference fails before the run dir exists
     paths.create()
     budget = Budget(options.budget_s, clock=clock)
