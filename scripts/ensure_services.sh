@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs the services the integration tests start themselves (a real redis-server, and
-# Chromium for the HTML report check). Installs only what is missing; needs root for apt-get.
+# Installs the services the integration tests start themselves (a real redis-server),
+# Chromium for the HTML report check and promtool (Debian's prometheus) for the alert
+# rules. Installs only what is missing; needs root for apt-get.
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)  # promtool checks serve/alerts.yaml
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != "0" ]; then
   # Not root: the tests that need these services fail with this same hint (in CI they must run).
