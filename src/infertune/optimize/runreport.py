@@ -224,12 +224,24 @@ def variant_options(state: RunState) -> list[Option]:
 
 
 def rank_options(state: RunState, options: list[Option], inside: bool | None) -> list[Option]:
+    """Rank by impact per effort within the risk budget. Variants are scored on their own
+    measured percentile against one common baseline figure (the median of the baseline sides
+    of their A/B runs): each paired ratio is right for its pair, but on a busy machine the
+    baseline side varies between runs, so comparing ratios would rank the run, not the
+    variant."""
     from infertune.report.advisor import risk_budget
     from infertune.report.ranking import rank
 
     objective = "cost" if inside else "p95"
+    by_id = {f"variant-{c.variant_id}": c for c in state.candidates if c.best_timing}
+    key = "p50" if objective == "cost" else "p95"
+    bases = [getattr(c.best_timing, f"base_{key}_ms") for c in by_id.values()]
+    common = float(np.median(bases)) if bases else None
 
     def impact(o: Option) -> float:
+        c = by_id.get(o.id)
+        if c is not None and common:
+            return (1.0 - getattr(c.best_timing, f"{key}_ms") / common) * 100.0
         fig = getattr(o.impact, objective) or o.impact.p95 or o.impact.p50
         return -fig.mid if fig else 0.0
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.models.base import Adapter
+from infertune.models.loaders import sha256_files
 from infertune.models.text import TextAdapter
 from infertune.models.variant import InputSpec, Manifest, PassRecord, Preprocessing
 from infertune.optimize.passes.base import PassContext
@@ -49,13 +49,7 @@ def source_sha256(ctx: PassContext) -> str:
         source = Path(ctx.baseline.info.source)
         files = ([p for p in source.iterdir() if p.suffix in WEIGHT_SUFFIXES]
                  if source.is_dir() else [source] if source.is_file() else [])
-        digest = hashlib.sha256()
-        for path in sorted(files):
-            digest.update(path.name.encode())
-            with path.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-        return digest.hexdigest() if files else ""
+        return sha256_files(files) if files else ""
 
     return ctx.cached("source_sha256", make)
 

@@ -1,0 +1,40 @@
+"""Variant ranking uses each variant's own percentile against one common baseline figure,
+so a run whose baseline side happened to be slow cannot carry a slower variant to the top."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from infertune.config import Scenario
+from infertune.data import HeldOut
+from infertune.optimize.run import OptimizeOptions, RunPaths, RunState
+from infertune.optimize.runreport import rank_options, recommended_candidate, variant_options
+from infertune.optimize.search import Candidate, Timing
+
+
+def timing(vid: str, p95: float, base_p95: float) -> Timing:
+    return Timing(vid, "proper", 400, p95 / 3, p95, p95 * 1.3, base_p95 / 3, base_p95,
+                  base_p95 * 1.3, p95 / base_p95, (0.1, 0.2), p95 / base_p95, (0.1, 0.2),
+                  "B is faster", 10.0)
+
+
+def test_a_slow_baseline_run_does_not_win_the_ranking(tmp_path: Path) -> None:
+    opts = OptimizeOptions(model="m", scenario=Scenario(), data=HeldOut(["a", "b"], None, "t"),
+                           out=tmp_path)
+    state = RunState(options=opts, paths=RunPaths(tmp_path), hardware_label="test cpu")
+    state.baseline = SimpleNamespace(info=SimpleNamespace(task="embedding"))
+    # fp32: 33 ms against a 900 ms baseline side (ratio 0.037); int8: 9 ms against 100 ms (0.09)
+    state.candidates = [
+        Candidate("fp32", "fp32", "pass", 1.0, (1.0, 1.0), proper=timing("fp32", 33.0, 900.0)),
+        Candidate("int8", "int8", "pass", 0.994, (0.993, 0.995),
+                  proper=timing("int8", 9.0, 100.0)),
+        Candidate("mid", "mid", "pass", 0.999, (0.998, 1.0), proper=timing("mid", 20.0, 120.0)),
+    ]
+    ranked = rank_options(state, variant_options(state), inside=False)
+    assert [o.id for o in ranked] == ["variant-int8", "variant-mid", "variant-fp32"]
+    assert recommended_candidate(state, ranked).variant_id == "int8"
+    # the displayed impact is still each pair's own measured ratio
+    fp32 = next(o for o in ranked if o.id == "variant-fp32")
+    assert fp32.impact.p95.value == round((33.0 / 900.0 - 1) * 100, 1)
+    assert fp32.impact.p95.source == "measured"
