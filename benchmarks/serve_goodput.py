@@ -10,16 +10,18 @@ Serves the same model (default: the built-in MiniLM) three ways, each in its own
   litserve    LitServe with its own batching (max batch 16, batch timeout 5 ms), if installed
 
 and drives each with the same seeded open-loop Poisson schedule (infertune.loadgen: latency
-from the intended send time) at rising rates. Servers are interleaved: at each rate, every
-still-passing server's step is cut into --slices short slices run in shuffled turns, so a
-burst of background load on a shared machine lands on all of them alike. A server stops
-climbing after two failing rates in a row. Every request carries a new text, so no server
-(infertune has a cache) answers repeats.
+from the intended send time) at rising rates. By default one server runs at a time (an idle
+server's background threads would otherwise take CPU from the one under test on 2 cores), in
+two passes of opposite order so that drift of the machine shows as a difference between
+passes. With --together every server stays alive and each rate's step is cut into --slices
+short slices run in shuffled turns, so a burst of background load lands on all of them alike.
+A server stops climbing after two failing rates in a row. Every request carries a new text,
+so no server (infertune has a cache) answers repeats.
 
 Goodput = the highest rate with p99 <= --slo-ms and < 1% errors (sheds count as errors).
 Each request carries one sentence, as online embedding traffic does.
 
-    .venv/bin/python benchmarks/serve_goodput.py            # about 3-5 minutes
+    .venv/bin/python benchmarks/serve_goodput.py            # about 6-8 minutes
     .venv/bin/python benchmarks/serve_goodput.py --rates 4,8,16,32 --step-s 8
 """
 
@@ -237,6 +239,9 @@ def main() -> int:
                         help="interleaved slices per server and rate")
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--servers", default=",".join(SERVERS))
+    parser.add_argument("--together", action="store_true",
+                        help="keep every server alive and interleave their slices (the default "
+                        "runs one server at a time, in two passes of opposite order)")
     parser.add_argument("--serve-config", type=Path, default=None,
                         help="a serve.yaml for the infertune server (flags above still win)")
     parser.add_argument("--json", type=Path, default=None, help="write every step here")
@@ -257,10 +262,27 @@ def run_benchmark(args: argparse.Namespace) -> int:
     if "litserve" in kinds and not _installed("litserve"):
         print("litserve is not installed: skipping it (pip install litserve)")
         kinds.remove("litserve")
+    began = time.monotonic()
+    if args.together:
+        report(climb(kinds, args), args, time.monotonic() - began)
+        return 0
+    # One server alive at a time: on 2 cores an idle server's background threads (LitServe's
+    # worker loop, for one) take CPU from the server under test. Two passes in opposite
+    # orders (A B C, then C B A) expose drift of the machine between servers.
+    for n, order in enumerate((kinds, kinds[::-1]), start=1):
+        print(f"-- pass {n}: {', '.join(order)}, one server at a time", flush=True)
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for kind in order:
+            rows.update(climb([kind], args))
+        report(rows, args, time.monotonic() - began, label=f"pass {n}")
+    return 0
+
+
+def climb(kinds: list[str], args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Start ``kinds``, drive them up the rate ladder (interleaved slices), stop them."""
     rates = [float(r) for r in args.rates.split(",")]
     procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-    began = time.monotonic()
     try:
         for kind in kinds:
             port = free_port()
@@ -303,15 +325,15 @@ def run_benchmark(args: argparse.Namespace) -> int:
     finally:
         for proc, _ in procs.values():
             stop(proc)
-    report(rows, args, time.monotonic() - began)
-    return 0
+    return rows
 
 
 def report(rows: dict[str, list[dict[str, Any]]], args: argparse.Namespace,
-           elapsed: float) -> None:
+           elapsed: float, label: str = "") -> None:
     good = {k: max((r["rate"] for r in rs if passes(r, args.slo_ms)), default=0.0)
             for k, rs in rows.items()}
-    print(f"\ngoodput (highest Poisson rate with p99 <= {args.slo_ms:.0f} ms and < 1% errors; "
+    title = f"{label} goodput" if label else "goodput"
+    print(f"\n{title} (highest Poisson rate with p99 <= {args.slo_ms:.0f} ms and < 1% errors; "
           f"{args.step_s:.0f} s per step; model {args.model}; {os.cpu_count()} CPUs as seen by "
           f"this process; run took {elapsed:.0f} s):")
     for kind, value in good.items():
@@ -323,7 +345,9 @@ def report(rows: dict[str, list[dict[str, Any]]], args: argparse.Namespace,
     if naive == 0 and "naive" in good:
         print("  naive met the SLO at no tested rate: no ratio (lower --rates to get one)")
     if args.json is not None:
-        args.json.write_text(json.dumps({"slo_ms": args.slo_ms, "step_s": args.step_s,
+        suffix = f"-{label.replace(' ', '')}" if label else ""
+        path = args.json.with_stem(args.json.stem + suffix)
+        path.write_text(json.dumps({"slo_ms": args.slo_ms, "step_s": args.step_s,
                                          "model": args.model, "goodput_rps": good,
                                          "steps": rows}, indent=2))
 

@@ -8,6 +8,8 @@ Given a run directory (a folder with report.json), it serves the recommended var
 read from report.json:
   report["recommendation"]["variant_id"]   folder name under <run>/variants/
   report["serving"]["policy"]              a ServePolicy dict (optional)
+When that policy sets no timeout_ms, the deadline defaults to the loosest latency target of
+the run's scenario.yaml SLO (a request older than that has missed the SLO anyway).
 """
 
 from __future__ import annotations
@@ -44,7 +46,14 @@ def resolve_target(ref: str) -> tuple[str, dict[str, Any]]:
     policy = serving.get("policy") if isinstance(serving, dict) else None
     if policy is not None and not isinstance(policy, dict):
         raise ConfigError(f"{report_path}: serving.policy must be a mapping of ServePolicy fields")
-    return str(variant), dict(policy or {})
+    policy = dict(policy or {})
+    if policy.get("timeout_ms") is None and (path / "scenario.yaml").is_file():
+        from infertune.config import load_scenario
+
+        targets = load_scenario(path / "scenario.yaml").slo.targets()
+        if targets:
+            policy["timeout_ms"] = max(targets.values())
+    return str(variant), policy
 
 
 def build_policy(report_policy: dict[str, Any], config: Path | None,

@@ -30,6 +30,17 @@ def test_run_folder_serves_the_recommended_variant_with_its_policy(tmp_path: Pat
     assert resolve_target("minilm") == ("minilm", {})
 
 
+def test_run_folder_deadline_defaults_to_the_scenario_slo(tmp_path: Path) -> None:
+    run = _run_folder(tmp_path, {"recommendation": {"variant_id": "onnx-int8"},
+                                 "serving": {"policy": {"max_batch_size": 4}}})
+    (run / "scenario.yaml").write_text("slo: {p95_ms: 15, p99_ms: 30}\n")
+    assert resolve_target(str(run))[1] == {"max_batch_size": 4, "timeout_ms": 30.0}
+    explicit = _run_folder(tmp_path / "x", {"recommendation": {"variant_id": "onnx-int8"},
+                                            "serving": {"policy": {"timeout_ms": 50}}})
+    (explicit / "scenario.yaml").write_text("slo: {p99_ms: 30}\n")
+    assert resolve_target(str(explicit))[1] == {"timeout_ms": 50}
+
+
 def test_run_folder_errors_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="recommendation.variant_id"):
         resolve_target(str(_run_folder(tmp_path / "a", {"serving": {}})))
