@@ -31,6 +31,7 @@ th{background:#f3f5f7}tr:nth-child(even) td{background:#fafbfc}
 .plot{margin:1em 0;border:1px solid #e3e3e3;padding:.5em;overflow-x:auto}
 .plot svg{width:100%;max-width:820px;height:auto;display:block}
 .wide{overflow-x:auto}td{overflow-wrap:anywhere}td.n{white-space:nowrap}
+td[class^="level-"]{overflow-wrap:normal;white-space:nowrap}
 .note{color:#555;font-size:.9em}ul{padding-left:1.3em}
 """
 
