@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
             from infertune.report.measured import add_measurements
 
             quiet_libraries()
-            typer.echo(f"measuring {measure} on this machine (about half a minute)...",
+            typer.echo(f"measuring {measure} on this machine (about a minute and a half)...",
                        err=True)
 
             report = add_measurements(report, sc, measure)

@@ -3,14 +3,19 @@ diagnosis with measured figures where it can, and says which is which.
 
 What is measured (measure.stages, batch 1, after a warm-up): the end-to-end latency and the
 time of each stage (preprocess, forward, postprocess, overhead) of the typical request and of
-the slow tail. What stays an estimate: every option's impact (measuring variants is optimize's
-job) and every queueing figure (they depend on the production traffic). The machine measured
-here is named in every measured figure; it is usually not the target hardware.
+the slow tail. For Hugging Face text models it also builds two variants in a temporary folder
+(``ort_fused`` and ``ort_int8_dynamic_per_channel``, small calibration set) and compares each
+with the baseline by interleaved A/B at batch 1: the p50/p95 impact of the matching options
+("ort-fusion", "int8-cpu") becomes the measured change. What stays an estimate: the other
+impact fields (p99, throughput, cost), every other option, and every queueing figure (they
+depend on the production traffic). The machine measured here is named in every measured
+figure; it is usually not the target hardware.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +24,7 @@ from infertune.config import Scenario
 from infertune.report.schema import (
     DiagnosisItem,
     Figure,
+    Option,
     Report,
     Series,
     StageGroup,
@@ -28,13 +34,20 @@ from infertune.report.schema import (
 STAGE_NAMES = {"preprocess": "preprocessing / tokenisation", "forward": "forward pass",
                "postprocess": "postprocessing", "overhead": "glue between stages"}
 CDF_POINTS = 50
+# variant pass -> the knowledge-base option whose p50/p95 impact it measures
+VARIANT_OPTIONS = {"ort_fused": "ort-fusion", "ort_int8_dynamic_per_channel": "int8-cpu"}
+VARIANT_INPUTS = 32  # calibration and A/B inputs: enough to cover lengths, quick to build
 
 
 def add_measurements(report: Report, scenario: Scenario, model_ref: str, *,
                      requests: int = 200, budget_s: float = 20.0,
                      load: Callable[[str], Any] | None = None,
-                     hardware_text: str | None = None) -> Report:
-    """Measure ``model_ref`` here and return ``report`` with the measured diagnosis added."""
+                     hardware_text: str | None = None, variants: bool = True,
+                     variant_budget_s: float = 12.0, hardware: Any | None = None) -> Report:
+    """Measure ``model_ref`` here and return ``report`` with the measured diagnosis added and,
+    for Hugging Face text models (``variants``), the measured p50/p95 impact of the options
+    whose variants it can build here (each A/B within ``variant_budget_s``). ``hardware``: a
+    HardwareInfo for the passes (default: detected)."""
     from infertune.measure.stages import StageReport, time_requests
     from infertune.models import load as load_model
 
@@ -47,7 +60,106 @@ def add_measurements(report: Report, scenario: Scenario, model_ref: str, *,
     stages = StageReport.from_samples(samples)
     n = len(samples)
     basis_what = f"{model_ref} at batch 1"
-    return _apply(report, stages, np.asarray(samples.e2e), n, where, basis_what)
+    if variants:
+        report, options_text = measure_variants(
+            report, adapter, list(inputs)[:VARIANT_INPUTS], where, budget_s=variant_budget_s,
+            hardware=hardware)
+    else:
+        options_text = "option impacts and queueing figures remain estimates"
+    return _apply(report, stages, np.asarray(samples.e2e), n, where, basis_what, options_text)
+
+
+def measure_variants(report: Report, adapter: Any, inputs: Sequence[Any], where: str, *,
+                     budget_s: float = 12.0, hardware: Any | None = None,
+                     ) -> tuple[Report, str]:
+    """Build the variants behind the report's "ort-fusion" / "int8-cpu" options in a temporary
+    folder, A/B each against ``adapter`` at batch 1 on ``inputs``, and put the measured p50/p95
+    changes in those options. Returns the report and a sentence saying what was measured."""
+    kind = getattr(adapter.info, "kind", "unknown")
+    if kind != "text":
+        return report, ("option impacts and queueing figures remain estimates (variants were "
+                        "not measured: building them here needs a Hugging Face text model; "
+                        f"this model is of kind {kind!r})")
+    present = {o.id for o in report.options}
+    wanted = [name for name, oid in VARIANT_OPTIONS.items() if oid in present]
+    if not wanted:
+        return report, ("option impacts and queueing figures remain estimates (no option "
+                        "in this report has a variant that can be measured here)")
+    impacts, skipped = _build_and_compare(adapter, inputs, wanted, where, budget_s, hardware)
+    options = [_measured_option(o, impacts[o.id]) if o.id in impacts else o
+               for o in report.options]
+    measured = [f"{oid} p50 and p95 ({name} against the baseline)"
+                for name, oid in VARIANT_OPTIONS.items() if oid in impacts]
+    text = (f"measured here at batch 1: {', '.join(measured) or 'no option impact'}"
+            + "".join(f"; {name} not measured: {why}" for name, why in skipped.items())
+            + "; still estimates: those options' other impact figures (p99, throughput, "
+              "cost), every other option's impact, and the queueing figures")
+    return report.model_copy(update={"options": options}), text
+
+
+def _build_and_compare(adapter: Any, inputs: Sequence[Any], wanted: list[str], where: str,
+                       budget_s: float, hardware: Any | None,
+                       ) -> tuple[dict[str, dict[str, Figure]], dict[str, str]]:
+    import tempfile
+
+    from infertune.measure.compare import run_interleaved
+    from infertune.models import load as load_model
+    from infertune.optimize import PassContext, build_variants
+
+    if hardware is None:
+        from infertune.hardware import detect
+
+        hardware = detect()
+    impacts: dict[str, dict[str, Figure]] = {}
+    skipped: dict[str, str] = {}
+    requests = [[x] for x in inputs]
+    with tempfile.TemporaryDirectory(prefix="infertune-measure-") as tmp:
+        ctx = PassContext(adapter, hardware, Path(tmp), calibration=list(inputs),
+                          max_calibration=len(inputs), n_samples=min(16, len(inputs)))
+        results = {r.pass_name: r for r in build_variants(adapter, ctx, names=wanted)}
+        for name in wanted:
+            result = results[name]
+            if not result.built:
+                skipped[name] = result.reason or "not built"
+                continue
+            variant = load_model(Path(result.path))  # type: ignore[arg-type]
+            # untimed first calls (session allocation): the runner sizes its blocks from its
+            # own warm-up pace, which one slow first call would shrink to a few requests
+            for req in requests[:3]:
+                variant.predict(req)
+            cmp = run_interleaved(adapter.predict, variant.predict, requests, budget_s=budget_s,
+                                  names=("baseline", name))
+            impacts[VARIANT_OPTIONS[name]] = _impact_figures(cmp, result, where)
+    return impacts, skipped
+
+
+def _impact_figures(cmp: Any, result: Any, where: str) -> dict[str, Figure]:
+    """p50/p95 changes (percent, negative = faster) with the CI and verdict in the basis."""
+    quality = ""
+    agreement = result.manifest.agreement if result.manifest is not None else None
+    if agreement is not None:
+        quality = (f"; agreement with the baseline: mean cosine {agreement.mean_cosine:.4f}, "
+                   f"min {agreement.min_cosine:.4f} on {agreement.n_samples} inputs")
+    figures = {}
+    for key in ("p50", "p95"):
+        est = getattr(cmp.stats, key)
+        ci = f"{(est.low - 1) * 100:+.1f} to {(est.high - 1) * 100:+.1f} %"
+        verdict = (est.verdict if est.conclusive
+                   else "inconclusive: no change is claimed beyond the noise")
+        what = (f"{key} of {result.pass_name} against the baseline, interleaved A/B at batch 1, "
+                f"{cmp.trials} trials, {int(est.confidence * 100)} % CI {ci}, {verdict}"
+                f"{quality}")
+        figures[key] = Figure.measured(round((est.ratio - 1) * 100, 1) + 0.0,
+                                       f"% change in {key}", where, cmp.stats.n_b, what=what)
+    return figures
+
+
+def _measured_option(option: Option, figures: dict[str, Figure]) -> Option:
+    impact = option.impact.model_copy(update=figures)
+    note = ("p50/p95 measured on this machine by advise --measure; the other impact figures "
+            "are estimates")
+    return option.model_copy(update={"impact": impact, "source": "measured",
+                                     "sources": [*option.sources, note]})
 
 
 def describe_this_machine() -> str:
@@ -69,7 +181,7 @@ def _inputs(adapter: Any, model_ref: str) -> Sequence[Any]:
 
 
 def _apply(report: Report, stages: Any, e2e: np.ndarray, n: int, where: str,
-           what: str) -> Report:
+           what: str, options_text: str) -> Report:
     def measured(value: float, label: str) -> Figure:
         return Figure.measured(round(value, 3), "ms", where, n, what=f"{label}, {what}")
 
@@ -100,8 +212,8 @@ def _apply(report: Report, stages: Any, e2e: np.ndarray, n: int, where: str,
         for name in STAGE_NAMES if name in stages.share_p50])
     plots = report.plots.model_copy(update={"latency_cdf": [cdf], "stage_breakdown": [group]})
     note = (f"--measure: stage times and end-to-end latency were measured on {where} ({what}, "
-            f"{n} requests); option impacts and queueing figures remain estimates, and the "
-            f"target hardware ({report.hardware}) may differ from this machine.")
+            f"{n} requests); {options_text}; and the target hardware ({report.hardware}) "
+            "may differ from this machine.")
     return report.model_copy(update={"diagnosis": diagnosis, "plots": plots,
                                      "notes": [*report.notes, note]})
 
