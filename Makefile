@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/ensure_services.sh
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/infertune optimize minilm --scenario examples/scenarios/minilm-cpu.yaml --out runs/demo
+	$(VENV)/bin/infertune optimize minilm --scenario examples/scenarios/minilm-cpu.yaml --out runs/demo --overwrite
 
 test: setup
 	$(VENV)/bin/pytest -q

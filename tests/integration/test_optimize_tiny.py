@@ -143,3 +143,13 @@ def test_budget_too_small_says_what_it_needs(tiny, capsys) -> None:
     assert rc == 1
     err = capsys.readouterr().err
     assert "too small to measure anything" in err and "at least 45 s" in err
+
+
+def test_an_earlier_run_is_not_overwritten_by_accident(tiny, capsys) -> None:
+    out = tiny["root"] / "earlier"
+    out.mkdir()
+    (out / "report.json").write_text("{}")
+    assert _run(tiny, _scenario(tiny["root"], "again"), out) == 1
+    err = capsys.readouterr().err
+    assert "already holds files" in err and "--overwrite" in err
+    assert (out / "report.json").read_text() == "{}"  # untouched

@@ -41,6 +41,9 @@ def register(app: typer.Typer) -> None:
             "--candidate", help="Another (smaller) model to measure and cascade; repeatable."
         )] = None,
         seed: Annotated[int, typer.Option("--seed")] = 0,
+        overwrite: Annotated[bool, typer.Option(
+            "--overwrite", help="Replace an earlier run in --out (default: refuse, so no run "
+            "is lost by accident).")] = False,
     ) -> None:
         from infertune.cli._common import quiet_libraries, write_json
         from infertune.config import load_scenario
@@ -56,6 +59,7 @@ def register(app: typer.Typer) -> None:
         held = _data(model, data)
         quiet_libraries()
         folder = out or Path("runs") / f"{Path(model).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        _claim(folder, overwrite)
         options = OptimizeOptions(model=model, scenario=sc, data=held, out=folder,
                                   budget_s=budget_s, quick=quick, candidates=candidate or [],
                                   seed=seed, scenario_source=str(scenario))
@@ -64,6 +68,23 @@ def register(app: typer.Typer) -> None:
         if json_out is not None:
             write_json(json_out, outcome.report)
         _summary(outcome)
+
+
+def _claim(folder: Path, overwrite: bool) -> None:
+    """Refuse to mix a new run into an earlier one; with --overwrite, clear it first so no
+    stale variant folder from the old run sits beside the new report."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise ConfigError(f"--out {folder} is a file; pass a folder for the run")
+    if not any(folder.iterdir()):
+        return
+    if not overwrite:
+        raise ConfigError(f"--out {folder} already holds files (an earlier run?); pass another "
+                          "--out, or --overwrite to replace it")
+    import shutil
+
+    shutil.rmtree(folder)
 
 
 def _budget(text: str | None, default: float) -> float:
