@@ -200,6 +200,9 @@ class ServePolicy(_Strict):
     max_batch_size: int = Field(default=8, ge=1, le=1024)
     max_wait_ms: float = Field(default=2.0, ge=0, le=10_000)
     workers: int = Field(default=1, ge=1, le=64)
+    # Intra-op threads of a torch model in a server process; None = cores // workers, so that
+    # the workers' thread pools do not oversubscribe the cores.
+    model_threads: int | None = Field(default=None, ge=1, le=256)
     max_queue: int = Field(default=256, ge=1)
     timeout_ms: float | None = Field(default=None, gt=0)
     # layered cache: in-process LRU, then Redis when redis_url is set

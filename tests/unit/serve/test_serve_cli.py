@@ -68,3 +68,27 @@ def test_cli_reports_a_missing_model_in_one_line(capsys: pytest.CaptureFixture[s
     assert main(["serve", "no/such/model", "--port", "0"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: model 'no/such/model' not found") and "\n" not in err
+
+
+def test_torch_threads_are_sized_to_cores_per_worker() -> None:
+    import torch
+
+    from infertune.cli.serve import size_model_threads
+    from infertune.config import ServePolicy
+
+    class Info:
+        runtime = "torch"
+
+    class Fake:
+        info = Info()
+
+    before = torch.get_num_threads()
+    try:
+        assert size_model_threads(Fake(), ServePolicy(workers=2), cores=2) == 1
+        assert torch.get_num_threads() == 1
+        assert size_model_threads(Fake(), ServePolicy(workers=1), cores=4) == 4
+        assert size_model_threads(Fake(), ServePolicy(workers=4, model_threads=2), cores=2) == 2
+        Info.runtime = "onnxruntime"
+        assert size_model_threads(Fake(), ServePolicy(workers=2), cores=2) is None
+    finally:
+        torch.set_num_threads(before)
