@@ -103,8 +103,12 @@ _ORT_DTYPES = {
 
 def ort_session(path: str, intra_op_threads: int = 0, inter_op_threads: int = 0,
                 graph_level: str = "all", providers: list[str] | None = None,
-                allow_spinning: bool = True) -> Any:
-    """An InferenceSession with explicit thread and graph-optimization settings."""
+                allow_spinning: bool = True,
+                disabled_optimizers: list[str] | None = None) -> Any:
+    """An InferenceSession with explicit thread and graph-optimization settings.
+
+    ``disabled_optimizers`` names onnxruntime graph transformers to skip at load (an
+    InferenceSession keyword onnxruntime keeps undocumented but supports)."""
     import onnxruntime as ort
 
     levels = {
@@ -120,4 +124,5 @@ def ort_session(path: str, intra_op_threads: int = 0, inter_op_threads: int = 0,
     if not allow_spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    return ort.InferenceSession(path, options, providers=providers or ["CPUExecutionProvider"])
+    return ort.InferenceSession(path, options, providers=providers or ["CPUExecutionProvider"],
+                                disabled_optimizers=disabled_optimizers or None)

@@ -52,6 +52,9 @@ class ThreadSettings:
     inter_op: int = 0
     spinning: bool = True
     graph_level: GraphLevel = "all"
+    # onnxruntime graph transformers to skip at load, e.g. "SkipLayerNormFusion" when the
+    # fusion pass measured the fused kernel slower than the ops it replaces
+    disabled_optimizers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -211,7 +214,8 @@ def _ort_runner(folder: Path, manifest: Manifest) -> Any:
     try:
         session = ort_session(str(folder / manifest.model_file), intra_op_threads=t.intra_op,
                               inter_op_threads=t.inter_op, graph_level=t.graph_level,
-                              allow_spinning=t.spinning)
+                              allow_spinning=t.spinning,
+                              disabled_optimizers=t.disabled_optimizers)
     except Exception as exc:  # onnxruntime raises untyped errors for graphs it cannot load
         raise ModelLoadError(f"variant {folder}: onnxruntime cannot load "
                              f"{manifest.model_file} ({type(exc).__name__})") from exc

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from optimize_tiny_helpers import SENTENCES, hardware
+from optimize_tiny_helpers import SENTENCES, hardware, tiny_registry
 
 from infertune.optimize.passes._onnx import int8_scheme
 
@@ -49,13 +49,64 @@ def test_fusion_counts_are_read_from_the_graph(built_all):
     plain = results["ort_fp32"].manifest.op_counts
     fused = results["ort_fused"].manifest.op_counts
     assert "Attention" not in plain
-    # 2 layers: one Attention and one BiasGelu per layer, two SkipLayerNorms per layer
+    # 2 layers: one Attention and one BiasGelu per layer, two residual LayerNorms per layer,
+    # fused into SkipLayerNorms only when this machine's timing probe favoured the fused kernel
     assert fused["Attention"] == 2
     assert fused["BiasGelu"] == 2
-    assert fused["SkipLayerNormalization"] == 4
     assert fused["EmbedLayerNormalization"] == 1
-    reported = results["ort_fused"].manifest.passes[-1].settings["optimizer_reported"]
+    manifest = results["ort_fused"].manifest
+    probe = manifest.passes[-1].settings["skip_layernorm_probe"]
+    norm_op = "SkipLayerNormalization" if probe["fused"] else "LayerNormalization"
+    assert fused[norm_op] == 4
+    assert ("SkipLayerNormFusion" in manifest.threads.disabled_optimizers) is not probe["fused"]
+    reported = manifest.passes[-1].settings["optimizer_reported"]
     assert reported["Attention"] == fused["Attention"]
+
+
+@pytest.mark.parametrize("fused_us, unfused_us, keeps_fusion", [(30.0, 200.0, True),
+                                                                (200.0, 30.0, False),
+                                                                (95.0, 100.0, False)])
+def test_skip_layernorm_fusion_follows_the_timing_probe(tiny_adapter, tmp_path, monkeypatch,
+                                                        fused_us, unfused_us, keeps_fusion):
+    """The fused kernel is kept only when it wins clearly; when it is left out, the session
+    is told not to re-fuse it at load, and the variant still loads and agrees with fp32."""
+    from infertune.models import load
+    from infertune.optimize import PassContext, QualityTarget, build_variants
+    from infertune.optimize.passes import ort_fusion
+
+    def probe(hidden: int) -> ort_fusion.SkipLayerNormProbe:
+        return ort_fusion.SkipLayerNormProbe(hidden, 128, 7, fused_us, unfused_us)
+
+    monkeypatch.setattr(ort_fusion, "time_skip_layernorm", probe)
+    ctx = PassContext(tiny_adapter, hardware(["avx2", "avx512_vnni"]), tmp_path, SENTENCES,
+                      quality=QualityTarget(min_mean_cosine=0.99))
+    result = build_variants(tiny_adapter, ctx, names=["ort_fused"], registry=tiny_registry())[-1]
+    assert result.built, result.reason
+    counts, manifest = result.manifest.op_counts, result.manifest
+    if keeps_fusion:
+        assert counts["SkipLayerNormalization"] == 4 and "LayerNormalization" not in counts
+        assert manifest.threads.disabled_optimizers == []
+    else:
+        assert counts["LayerNormalization"] == 4 and "SkipLayerNormalization" not in counts
+        assert manifest.threads.disabled_optimizers == ["SkipLayerNormFusion"]
+        assert any(n.startswith("SkipLayerNormalization left unfused: on this machine it took "
+                                f"{fused_us:.0f} us against {unfused_us:.0f} us")
+                   for n in manifest.notes)
+    assert manifest.agreement.mean_cosine > 0.9999
+    reloaded = load(result.path)
+    assert reloaded.runner.session is not None
+    expected = np.stack(tiny_adapter.predict(SENTENCES[:4]))
+    assert np.allclose(np.stack(reloaded.predict(SENTENCES[:4])), expected, atol=1e-4)
+
+
+def test_skip_layernorm_probe_times_both_forms():
+    from infertune.optimize.passes.ort_fusion import time_skip_layernorm
+
+    probe = time_skip_layernorm(32, tokens=16, blocks=3, calls=5)
+    settings = probe.to_settings()
+    assert settings["fused_us"] > 0 and settings["unfused_us"] > 0
+    assert (settings["hidden"], settings["tokens"], settings["blocks"]) == (32, 16, 3)
+    assert settings["fused"] == (probe.fused_us <= 0.9 * probe.unfused_us)
 
 
 def test_int8_variants_contain_int8_ops(built_all):
