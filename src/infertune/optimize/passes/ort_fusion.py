@@ -50,7 +50,6 @@ class OrtFusionPass(OrtDerivedPass):
 
     def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
         from onnxruntime.transformers import optimizer
-
         from onnxruntime.transformers.fusion_options import FusionOptions
 
         config = _hf_config(ctx)
