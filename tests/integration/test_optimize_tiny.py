@@ -107,13 +107,14 @@ def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys)
     assert any("cascade" in n and "different vector spaces" in n for n in report["notes"])
 
 
-def test_slo_already_met_turns_to_cost(tiny) -> None:
+def test_slo_already_met_turns_to_cost(tiny, capsys) -> None:
     out = tiny["root"] / "met"
     # no request rate stated either: no sweep, and serve still gets a (default) policy
     sc = _scenario(tiny["root"], "met", slo={"p95_ms": 5000, "p99_ms": 9000},
                    traffic={"pattern": "steady"})
-    assert _run(tiny, sc, out, "45s") == 0
+    assert _run(tiny, sc, out, "45s", "--json") == 0
     report = json.loads((out / "report.json").read_text())
+    assert json.loads(capsys.readouterr().out) == report  # --json: stdout is report.json only
     assert report["problem"]["inside_slo"] is True
     assert "already meets the SLO" in report["problem"]["statement"]
     assert "cost" in report["problem"]["statement"]

@@ -1,5 +1,5 @@
 """`infertune optimize MODEL --scenario FILE [--data FILE] [--out runs/NAME] [--budget 10m]
-[--quick] [--json OUT] [--candidate MODEL ...]`: the whole job, into a run directory."""
+[--quick] [--json] [--candidate MODEL ...]`: the whole job, into a run directory."""
 
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ def register(app: typer.Typer) -> None:
             "1.5m with --quick).")] = None,
         quick: Annotated[bool, typer.Option(
             "--quick", help="Fewer variants, shorter measurements.")] = False,
-        json_out: Annotated[Path | None, typer.Option(
-            "--json", help="Also write report.json here.")] = None,
+        as_json: Annotated[bool, typer.Option(
+            "--json", help="Print report.json on stdout instead of the summary (progress "
+            "stays on stderr); the run directory is written either way.")] = False,
         candidate: Annotated[list[str] | None, typer.Option(
             "--candidate", help="Another (smaller) model to measure and cascade; repeatable."
         )] = None,
@@ -45,7 +46,7 @@ def register(app: typer.Typer) -> None:
             "--overwrite", help="Replace an earlier run in --out (default: refuse, so no run "
             "is lost by accident).")] = False,
     ) -> None:
-        from infertune.cli._common import quiet_libraries, write_json
+        from infertune.cli._common import quiet_libraries
         from infertune.config import load_scenario
         from infertune.optimize.run import (
             DEFAULT_BUDGET_S,
@@ -65,9 +66,10 @@ def register(app: typer.Typer) -> None:
                                   seed=seed, scenario_source=str(scenario))
         with _Display(budget_s) as display:
             outcome = optimize(options, progress=display)
-        if json_out is not None:
-            write_json(json_out, outcome.report)
-        _summary(outcome)
+        if as_json:
+            typer.echo(outcome.paths.report_json.read_text(), nl=False)
+        else:
+            _summary(outcome)
 
 
 def _claim(folder: Path, overwrite: bool) -> None:
