@@ -9,10 +9,12 @@ which is the forward time minus framework overhead outside any op.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -77,9 +79,15 @@ def torch_hotspots(forward: Callable[[ModelInputs], Any], feeds: ModelInputs, *,
     from torch.profiler import ProfilerActivity, profile
 
     forward(feeds)  # warm: the first call's one-off allocations are not the model's hotspots
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU])
+    with _without_usdt_lines():
+        prof.start()
+    try:
         for _ in range(calls):
             forward(feeds)
+    finally:
+        with _without_usdt_lines():
+            prof.stop()
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
     for evt in prof.key_averages():
@@ -88,6 +96,28 @@ def torch_hotspots(forward: Callable[[ModelInputs], Any], feeds: ModelInputs, *,
         totals[evt.key] = float(evt.self_cpu_time_total)
         counts[evt.key] = int(evt.count)
     return Hotspots(tool="torch.profiler", forward_calls=calls, ops=rank(totals, counts, top))
+
+
+@contextlib.contextmanager
+def _without_usdt_lines() -> Iterator[None]:
+    """torch's Kineto writes "USDT: ... profiler_start/stop" trace lines to file descriptor 2
+    (no setting turns them off). Hold fd 2 in a temp file around start/stop only, and pass on
+    every other line, so a user's stderr keeps real warnings and loses the noise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().splitlines(keepends=True)
+                    if not line.startswith(b"USDT:")]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 def ort_hotspots(runner: Any, feeds: ModelInputs, *, calls: int, top: int) -> Hotspots:

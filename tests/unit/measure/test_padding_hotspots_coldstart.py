@@ -74,3 +74,17 @@ def test_cold_start_in_fresh_process(tiny_onnx_path) -> None:
     assert len(cold.curve_ms) == 12
     assert cold.curve_ms[0] == cold.first_inference_ms
     assert ColdStart.from_dict(cold.to_dict()) == cold
+
+
+def test_profiler_trace_lines_are_dropped_and_real_stderr_kept(tiny_torch, capfd) -> None:
+    import os
+
+    from infertune.measure.hotspots import _without_usdt_lines
+
+    with _without_usdt_lines():
+        os.write(2, b"USDT:2026 profiler_start\nwarning: a real one\n")
+    feeds = tiny_torch.preprocess(tiny_torch.sample_inputs(2))
+    profile_ops(tiny_torch, feeds, calls=2, top=3)  # torch.profiler itself prints USDT lines
+    err = capfd.readouterr().err
+    assert "warning: a real one" in err
+    assert "USDT:" not in err
