@@ -138,8 +138,15 @@ def diagnosis(state: RunState) -> Diagnosis:
         figures={"baseline_p50": Figure.measured(round(e2e.p50, 3), "ms", hw, n),
                  "baseline_p99": Figure.measured(round(e2e.p99, 3), "ms", hw, n)},
         queueing_vs_compute=qvc,
-        p50_vs_p99=(f"p99 is {e2e.p99 / e2e.p50:.1f}x p50 unloaded; "
-                    + "; ".join(prof.diagnosis[:2])))
+        p50_vs_p99=" ".join([f"p99 is {e2e.p99 / e2e.p50:.1f}x p50 unloaded."]
+                            + [_sentence(d) for d in prof.diagnosis[:2]]))
+
+
+def _sentence(text: str) -> str:
+    """The profile's diagnosis lines as sentences ("forward dominates" -> "Forward ...")."""
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
 
 
 def _queueing_text(state: RunState) -> str:
