@@ -46,6 +46,12 @@ class ServeMetrics:
         self.shed = Counter("infertune_shed", "Requests shed before reaching the model",
                             ["reason"], registry=r)
         self.errors = Counter("infertune_errors", "Errors by type", ["type"], registry=r)
+        # escalated / (fast + escalated) is the share the full model still serves: the cost
+        # the cascade saves, and a drift signal when it climbs
+        self.cascade_inputs = Counter(
+            "infertune_cascade_inputs", "Inputs the cascade's fast model saw, by outcome "
+            "(answered by the fast model, or escalated to the full one)", ["outcome"],
+            registry=r)
         self.queue_depth = Gauge("infertune_queue_depth", "Requests waiting in the queue",
                                  registry=r)
         self.in_flight = Gauge("infertune_in_flight", "Predict requests being handled",

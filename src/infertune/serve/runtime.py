@@ -174,6 +174,8 @@ class ServeRuntime:
                 result.outputs[i] = out
             else:
                 rest.append(i)
+        self.metrics.cascade_inputs.labels("fast").inc(len(todo) - len(rest))
+        self.metrics.cascade_inputs.labels("escalated").inc(len(rest))
         return rest
 
     async def _full_pass(self, inputs: list[Any], todo: list[int], request: PredictRequest,
