@@ -46,8 +46,8 @@ def test_eager_export_fuses_every_attention(results):
     fused = results["ort_fused"]
     assert fused.built, fused.reason
     counts = fused.manifest.op_counts
-    probe = fused.manifest.passes[-1].settings["skip_layernorm_probe"]
-    norm_op = "SkipLayerNormalization" if probe["fused"] else "LayerNormalization"
+    fused_norms = fused.manifest.passes[-1].settings["skip_layernorm_fused"]
+    norm_op = "SkipLayerNormalization" if fused_norms else "LayerNormalization"
     assert (counts["Attention"], counts[norm_op], counts["BiasGelu"],
             counts["EmbedLayerNormalization"]) == (6, 12, 6, 1)
     assert fused.manifest.agreement.mean_cosine > 0.99999

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from infertune.errors import NotApplicableError
 from infertune.models.variant import Manifest, PassRecord
@@ -29,15 +29,22 @@ FUSED_MUST_WIN_BY = 0.9
 # ... timed at this many tokens: around the p95 length of short-text traffic.
 PROBE_TOKENS = 128
 SKIP_LN_OPTIMIZER = "SkipLayerNormFusion"
+SkipLayerNormMode = Literal["auto", "fused", "unfused"]
 
 
 class OrtFusionPass(OrtDerivedPass):
+    """``skip_layernorm``: "auto" times both forms here and keeps the faster; "fused" and
+    "unfused" force one (for benchmarks and tests)."""
+
     name = "ort_fused"
     source = "ort_fp32"
 
+    def __init__(self, skip_layernorm: SkipLayerNormMode = "auto") -> None:
+        self.skip_layernorm = skip_layernorm
+
     def settings(self) -> dict[str, Any]:
         return {"optimizer": "onnxruntime.transformers.optimizer", "model_type": "bert",
-                "opt_level": 0}
+                "opt_level": 0, "skip_layernorm": self.skip_layernorm}
 
     def applies(self, ctx: PassContext) -> str | None:
         reason = hf_reason(ctx.baseline)
@@ -53,10 +60,14 @@ class OrtFusionPass(OrtDerivedPass):
         from onnxruntime.transformers.fusion_options import FusionOptions
 
         config = _hf_config(ctx)
-        probe = time_skip_layernorm(config.hidden_size)
-        record.settings["skip_layernorm_probe"] = probe.to_settings()
+        fuse = self.skip_layernorm == "fused"
+        if self.skip_layernorm == "auto":
+            probe = time_skip_layernorm(config.hidden_size)
+            record.settings["skip_layernorm_probe"] = probe.to_settings()
+            fuse = probe.fuse
+        record.settings["skip_layernorm_fused"] = fuse
         options = FusionOptions("bert")
-        options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = probe.fuse
+        options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = fuse
         # opt_level 0: only the python fusions here; the session applies its own levels at load
         model = optimizer.optimize_model(
             str(src), model_type="bert", num_heads=config.num_attention_heads,
@@ -71,14 +82,16 @@ class OrtFusionPass(OrtDerivedPass):
         if not manifest.op_counts.get("Attention"):
             attn = manifest.passes[0].settings.get("attn_implementation")
             manifest.notes.append(f"no Attention node was fused (export used {attn!r} attention)")
-        probe = record.settings["skip_layernorm_probe"]
-        if not probe["fused"]:
-            manifest.threads.disabled_optimizers.append(SKIP_LN_OPTIMIZER)
-            manifest.notes.append(
-                f"SkipLayerNormalization left unfused: on this machine it took "
-                f"{probe['fused_us']:.0f} us against {probe['unfused_us']:.0f} us for Add + "
-                f"LayerNormalization ({probe['tokens']} tokens x {probe['hidden']}, median of "
-                f"{probe['blocks']} interleaved blocks)")
+        if record.settings["skip_layernorm_fused"]:
+            return
+        # else onnxruntime's own SkipLayerNormFusion would fuse them again at load
+        manifest.threads.disabled_optimizers.append(SKIP_LN_OPTIMIZER)
+        probe = record.settings.get("skip_layernorm_probe")
+        why = ("as asked (skip_layernorm='unfused')" if probe is None else
+               f"on this machine it took {probe['fused_us']:.0f} us against "
+               f"{probe['unfused_us']:.0f} us for Add + LayerNormalization ({probe['tokens']} "
+               f"tokens x {probe['hidden']}, median of {probe['blocks']} interleaved blocks)")
+        manifest.notes.append(f"SkipLayerNormalization left unfused: {why}")
 
 
 @dataclass(frozen=True)
