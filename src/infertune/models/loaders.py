@@ -155,14 +155,20 @@ def load_onnx(path: Path) -> TensorAdapter:
     except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(exc).__name__})") from exc
     runner = OrtRunner(session)
+    info = ModelInfo(id=path.stem, version=files_hash([path]), kind="tensor", task="other",
+                     runtime="onnxruntime", input_names=runner.input_names, source=str(path))
+    return onnx_tensor_adapter(info, runner)
+
+
+def onnx_tensor_adapter(info: ModelInfo, runner: Any) -> TensorAdapter:
+    """A TensorAdapter over an onnxruntime runner: one example per input shaped as the graph
+    declares it without the batch axis, and the axes the graph names symbolically may vary."""
     example, dynamic = {}, {}
-    for inp in session.get_inputs():
+    for inp in runner.session.get_inputs():
         dims = inp.shape[1:]  # the first axis is the batch
         example[inp.name] = np.zeros([d if isinstance(d, int) else 1 for d in dims],
                                      dtype=_ORT_NP.get(inp.type, np.float32))
         dynamic[inp.name] = tuple(i for i, d in enumerate(dims) if not isinstance(d, int))
-    info = ModelInfo(id=path.stem, version=files_hash([path]), kind="tensor", task="other",
-                     runtime="onnxruntime", input_names=runner.input_names, source=str(path))
     return TensorAdapter(info, runner, example, dynamic_axes=dynamic)
 
 

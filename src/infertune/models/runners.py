@@ -77,7 +77,7 @@ class OrtRunner:
         self.session = session
         self.precision = precision
         self.input_names = [i.name for i in session.get_inputs()]
-        self._dtypes = {i.name: _ORT_DTYPES.get(i.type, None) for i in session.get_inputs()}
+        self._dtypes = {i.name: ORT_DTYPES.get(i.type, None) for i in session.get_inputs()}
         self._output = session.get_outputs()[0].name
 
     def __call__(self, feeds: ModelInputs) -> np.ndarray:
@@ -89,7 +89,7 @@ class OrtRunner:
         return self.session.run([self._output], cast)[0]
 
 
-_ORT_DTYPES = {
+ORT_DTYPES = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,
     "tensor(double)": np.float64,

@@ -199,9 +199,11 @@ def load_variant(path: str | Path) -> Adapter:
     """Load a variant folder as an Adapter after verifying every hash."""
     folder = Path(path)
     manifest = read_manifest(folder)
-    if manifest.kind != "text":
-        raise ModelLoadError(f"variant {folder}: kind {manifest.kind!r} is not loadable yet; "
-                             "only text-model variants are supported")
+    if manifest.kind == "tensor":
+        if manifest.runtime != "onnxruntime":
+            raise ModelLoadError(f"variant {folder}: tensor-model variants run on onnxruntime; "
+                                 f"this one names {manifest.runtime!r}; rebuild the variant")
+        return _tensor_adapter(folder, manifest, _ort_runner(folder, manifest))
     runner = _ort_runner(folder, manifest) if manifest.runtime == "onnxruntime" else \
         _torch_runner(folder, manifest)
     return _text_adapter(folder, manifest, runner)
@@ -294,6 +296,16 @@ def _text_adapter(folder: Path, manifest: Manifest, runner: Any) -> TextAdapter:
     return TextAdapter(info, runner, tokenizer,
                        TextPreprocess(max_length=pre.max_length, padding=pre.padding,
                                       buckets=buckets))
+
+
+def _tensor_adapter(folder: Path, manifest: Manifest, runner: Any) -> Adapter:
+    from infertune.models.loaders import onnx_tensor_adapter
+
+    info = ModelInfo(
+        id=manifest.id, version=manifest.files.get(manifest.model_file, _tree_hash(manifest))[:12],
+        kind="tensor", task=manifest.task, runtime="onnxruntime", precision=manifest.precision,
+        input_names=list(runner.input_names), source=str(folder))
+    return onnx_tensor_adapter(info, runner)
 
 
 def _tree_hash(manifest: Manifest) -> str:

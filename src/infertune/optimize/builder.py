@@ -17,6 +17,8 @@ from infertune.optimize.search import Progress
 from infertune.optimize.steps import BuiltVariant
 
 BASELINE_PASS = "torch_fp32"
+# An .onnx baseline's own copy (ort_fp32 copies the file) stands for the baseline instead.
+ONNX_BASELINE_PASS = "ort_fp32"
 # The passes a full run builds, cheapest first. Left out by default: torch.compile (minutes of
 # compilation on 2 cores), static INT8 (calibration runs; on this model class dynamic INT8 with
 # accuracy-aware fallback is the stronger candidate), graph-level and trim variants (the fused
@@ -41,6 +43,7 @@ class Int8ThreadsPass(OrtThreadsPass):
     built and the search measures them."""
 
     source = "ort_int8_dynamic_per_channel"
+    fallback_source = None
 
     def __init__(self, plan: Plan = "one") -> None:
         super().__init__(plan)
@@ -100,14 +103,17 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
             if name not in done:
                 state.skip(f"variant {name}", f"not built: the {budget_s:.0f} s share of the "
                            "budget for building ran out", 30.0)
-    return [_built(r) for r in results]
+    from infertune.optimize.passes._tensor import onnx_file
+
+    baseline_pass = ONNX_BASELINE_PASS if onnx_file(state.baseline) else BASELINE_PASS
+    return [_built(r, baseline_pass) for r in results]
 
 
 class _OutOfTime(Exception):
     """Raised from build_variants' result callback to stop building when time is up."""
 
 
-def _built(result: Any) -> BuiltVariant:
+def _built(result: Any, baseline_pass: str = BASELINE_PASS) -> BuiltVariant:
     from pathlib import Path
 
     manifest = result.manifest.to_dict() if result.manifest is not None else {}
@@ -116,7 +122,7 @@ def _built(result: Any) -> BuiltVariant:
     return BuiltVariant(variant_id=variant_id,
                         path=Path(result.path) if result.path else None, title=title,
                         skipped=None if result.built else (result.reason or "skipped"),
-                        is_baseline=result.pass_name == BASELINE_PASS, manifest=manifest)
+                        is_baseline=result.pass_name == baseline_pass, manifest=manifest)
 
 
 def _title(manifest: dict[str, Any]) -> str:

@@ -166,7 +166,6 @@ Step = Callable[[RunState, Budget, Progress], None]
 def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
              builder: Any = None, clock: Callable[[], float] = time.monotonic) -> RunOutcome:
     """Run the whole search into ``options.out`` and write the report; see module docstring."""
-    from infertune.models import load
     from infertune.optimize import steps
     from infertune.optimize.runreport import build_report, write_reports
 
@@ -174,7 +173,9 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     paths = RunPaths(Path(options.out))
     state = RunState(options=options, paths=paths)
     progress.tick(f"loading {options.model}")
-    state.baseline = load(options.model)  # a bad reference fails before the run dir exists
+    # a bad reference or a floor that does not fit the model fails before the run dir exists
+    state.baseline = steps.load_baseline(options)
+    steps.check_floor(state)
     paths.create()
     budget = Budget(options.budget_s, clock=clock)
     order: Sequence[tuple[str, Step]] = [

@@ -278,12 +278,14 @@ def _caps(state: RunState) -> frozenset[str]:
 
 
 def recommended_candidate(state: RunState, options: list[Option]) -> Candidate | None:
-    """The variant of the highest-ranked variant option that passes the floor (the ranking
-    weighs impact per effort within the risk budget); else the fastest passing survivor."""
+    """The variant of the highest-ranked variant option that passes the floor and is
+    measurably faster than the baseline (the ranking weighs impact per effort within the risk
+    budget); else the fastest such survivor; None when no variant is both."""
     by_id = {f"variant-{c.variant_id}": c for c in state.candidates}
     for o in options:
         c = by_id.get(o.id)
-        if c is not None and c.quality_verdict == "pass" and o.within_risk_budget:
+        if (c is not None and c.quality_verdict == "pass" and o.within_risk_budget
+                and c.best_timing is not None and c.best_timing.measurably_faster):
             return c
     return pick_best(state.candidates)
 
@@ -295,9 +297,15 @@ def recommendation(state: RunState, options: list[Option]
     policy = sw.best if sw is not None else None
     if best is None:
         vid = state.baseline_variant_id
-        why = ("no variant met the quality floor; keep the baseline and take the "
+        passing = [c for c in state.candidates
+                   if c.quality_verdict == "pass" and not c.is_baseline]
+        why = ("no variant was measured; keep the baseline" if not state.candidates else
+               "no variant met the quality floor; keep the baseline and take the "
                "non-quantizing options (serving policy, caching, input handling)"
-               if state.candidates else "no variant was measured; keep the baseline")
+               if not passing else
+               "no variant that meets the quality floor was measurably faster than the "
+               "baseline here; keep the baseline and take the serving, caching and input "
+               "options")
         rec = Recommendation(variant_id=vid, option_id="serving-policy" if policy else None,
                              policy_id=policy.policy_id if policy else None,
                              title="Keep the baseline model", reason=why)
@@ -309,7 +317,7 @@ def recommendation(state: RunState, options: list[Option]
             policy_id=policy.policy_id if policy else None, title=best.title,
             reason=(f"top-ranked variant (impact per effort within the risk budget) that "
                     f"meets the quality floor ({best.quality_verdict}); "
-                    f"p95 {t.p95_ms:.2f} ms against {t.base_p95_ms:.2f} ms for the baseline "
+                    f"p95 {t.p95_ms:.3g} ms against {t.base_p95_ms:.3g} ms for the baseline "
                     f"({t.speedup_p95:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
                     "each)"))
     if policy is not None:

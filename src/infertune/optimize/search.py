@@ -112,6 +112,13 @@ class Timing:
     def speedup_p95(self) -> float:
         return 1.0 / self.ratio_p95 if self.ratio_p95 > 0 else float("inf")
 
+    @property
+    def measurably_faster(self) -> bool:
+        """Faster than the baseline beyond noise (the p50 verdict, or a p95 ratio CI wholly
+        below 1) without a p95 measurably worse: only such a variant is worth recommending."""
+        low95, high95 = self.ratio_p95_ci
+        return (self.verdict == "B is faster" or high95 < 1.0) and low95 <= 1.0
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ratio_p50_ci"] = list(self.ratio_p50_ci)
@@ -269,9 +276,10 @@ def _dominates(b: Candidate, a: Candidate, tie: float) -> bool:
 
 
 def pick_best(candidates: Sequence[Candidate]) -> Candidate | None:
-    """The fastest variant (proper p95 when measured, else quick) that passes the floor."""
+    """The fastest variant (proper p95 when measured, else quick) that passes the floor and is
+    measurably faster than the baseline."""
     ok = [c for c in candidates if c.quality_verdict == "pass" and c.best_timing is not None
-          and not c.is_baseline and not c.dropped]
+          and c.best_timing.measurably_faster and not c.is_baseline and not c.dropped]
     if not ok:
         return None
     return min(ok, key=lambda c: c.best_timing.p95_ms)  # type: ignore[union-attr]

@@ -49,9 +49,34 @@ class BuiltVariant:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
+def load_baseline(options: Any) -> Any:
+    """The user's model as an Adapter. A tensor model (an .onnx or TorchScript file) cannot
+    say what its outputs mean, so it takes the scenario's model.task where the quality metrics
+    know that task (else "other": outputs compared by max abs/rel difference)."""
+    from infertune.models import load
+    from infertune.quality.metrics import TASKS
+
+    baseline = load(options.model)
+    task = options.scenario.model.task
+    if baseline.info.kind == "tensor" and task in TASKS and task != baseline.info.task:
+        baseline = dataclasses.replace(baseline,
+                                       info=dataclasses.replace(baseline.info, task=task))
+    return baseline
+
+
+def check_floor(state: RunState) -> None:
+    """Fail in seconds, not after building every variant, when the quality floor (or a metric
+    the run reports) does not fit the model's task or needs labels the data lacks."""
+    from infertune.quality.validate import preflight
+
+    task = state.baseline.info.task
+    data = state.options.data
+    preflight(quality_floor(state), data.labels is not None, quality_metrics(task), task,
+              data.source)
+
+
 def setup(state: RunState, budget: Budget, progress: Progress) -> None:
     from infertune import hardware
-    from infertune.models import load
 
     opts = state.options
     hw = hardware.detect()
@@ -64,7 +89,8 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
                     "data": opts.data.source, "examples": len(opts.data)})
     if state.baseline is None:
         progress.tick(f"loading {opts.model}")
-        state.baseline = load(opts.model)
+        state.baseline = load_baseline(opts)
+    check_floor(state)
     n_quality = 128 if opts.quick else 300
     # sorted by length: batches of similar length waste little padding, so the quality runs
     # cost less; every model sees the same order, and no metric depends on it

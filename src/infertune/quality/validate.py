@@ -144,7 +144,7 @@ def preflight(floor: FloorLike, has_labels: bool, metrics: Sequence[str] | None 
             metric = get_metric(name)
             if not metric.fits(task):
                 raise QualityFloorError(
-                    f"{metric.name} does not apply to a {task} model; use one of "
+                    f"{metric.name} does not apply to {task!r} models; use one of "
                     f"{', '.join(default_metrics(task, has_labels))}"
                 )
     _require_labels(names, has_labels, source)
@@ -246,7 +246,7 @@ def _select(floor: Floor, task: str, requested: Sequence[str] | None, has_labels
         metric = get_metric(name)
         if not metric.fits(task):
             raise QualityFloorError(
-                f"{metric.name} does not apply to a {task} model; use one of "
+                f"{metric.name} does not apply to {task!r} models; use one of "
                 f"{', '.join(default_metrics(task, has_labels, n_classes))}"
             )
         if task == "reranking" and outputs.ndim == 1:

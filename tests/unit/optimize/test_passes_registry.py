@@ -84,7 +84,28 @@ def test_a_failing_pass_is_skipped_and_its_dependents_too(tiny_adapter, tmp_path
     assert status["ort_fp32"] == ("skipped",
                                   "RuntimeError while building: unsupported op aten::magic")
     assert status["ort_fused"] == ("skipped", "needs variant 'ort_fp32', which was not built")
-    assert status["ort_int8_mixed"] == ("skipped", "needs variant 'ort_fused', which was not built")
+    assert status["ort_int8_mixed"] == (
+        "skipped", "needs variant 'ort_fused' or 'ort_fp32', which was not built")
+
+
+def test_a_pass_falls_back_to_its_second_source(tiny_adapter, tmp_path):
+    """No transformer fusion (here: it fails) still leaves INT8 of the plain export, and the
+    variant's pass chain says which graph it was built on."""
+    from infertune.optimize.passes.ort_fusion import OrtFusionPass
+
+    class BrokenFusion(OrtFusionPass):
+        def applies(self, ctx):
+            return "no fusion for this graph"
+
+    registry = REGISTRY | {"ort_fused": BrokenFusion}
+    ctx = PassContext(tiny_adapter, hardware(["avx2", "avx512_vnni"]), tmp_path, SENTENCES)
+    results = {r.pass_name: r for r in build_variants(
+        tiny_adapter, ctx, names=["ort_int8_dynamic_per_channel"], registry=registry)}
+    assert results["ort_fused"].reason == "no fusion for this graph"
+    int8 = results["ort_int8_dynamic_per_channel"]
+    assert int8.built, int8.reason
+    assert [p.name for p in int8.manifest.passes] == ["ort_fp32", "ort_int8_dynamic_per_channel"]
+    assert "QAttention" not in int8.manifest.op_counts  # no fused Attention to quantize
 
 
 def test_mixed_precision_keeps_sensitive_layers_until_the_floor_holds(tmp_path):

@@ -38,3 +38,21 @@ def test_a_slow_baseline_run_does_not_win_the_ranking(tmp_path: Path) -> None:
     fp32 = next(o for o in ranked if o.id == "variant-fp32")
     assert fp32.impact.p95.value == round((33.0 / 900.0 - 1) * 100, 1)
     assert fp32.impact.p95.source == "measured"
+
+
+def test_no_measurably_faster_variant_keeps_the_baseline(tmp_path: Path) -> None:
+    from infertune.optimize.runreport import recommendation
+
+    opts = OptimizeOptions(model="m", scenario=Scenario(), data=HeldOut(["a", "b"], None, "t"),
+                           out=tmp_path)
+    state = RunState(options=opts, paths=RunPaths(tmp_path), hardware_label="test cpu")
+    state.baseline = SimpleNamespace(info=SimpleNamespace(task="embedding"))
+    state.baseline_variant_id = "ort_fp32"
+    same = timing("int8", 10.0, 10.0)
+    same.verdict, same.ratio_p95_ci = "no significant difference", (0.9, 1.1)
+    state.candidates = [Candidate("int8", "int8", "pass", 0.999, (0.998, 1.0), proper=same)]
+    rec, serving = recommendation(state, rank_options(state, variant_options(state),
+                                                      inside=False))
+    assert rec.variant_id == "ort_fp32" and rec.title == "Keep the baseline model"
+    assert "no variant that meets the quality floor was measurably faster" in rec.reason
+    assert serving.variant_id == "ort_fp32"

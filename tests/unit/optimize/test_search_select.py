@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from infertune.optimize.inputs import (
@@ -49,6 +51,20 @@ def test_nothing_passing_means_no_best() -> None:
     cands = [cand("a", "fail", 0.9, 2.0), cand("b", "fail", 0.95, 3.0)]
     assert select_survivors(cands) == []
     assert pick_best(cands) is None
+
+
+@pytest.mark.parametrize("verdict, p95_ci, faster", [
+    ("B is faster", (0.5, 0.9), True),
+    ("no significant difference", (0.7, 0.95), True),   # the tail alone is clearly better
+    ("B is faster", (1.05, 1.3), False),                 # a faster median, a worse tail
+    ("no significant difference", (0.9, 1.1), False),
+    ("B is slower", (1.1, 1.2), False),
+])
+def test_only_a_measurably_faster_variant_is_recommended(verdict, p95_ci, faster) -> None:
+    slow = dataclasses.replace(timing("v", 3.0), verdict=verdict, ratio_p95_ci=p95_ci)
+    assert slow.measurably_faster is faster
+    candidate = Candidate("v", "v", "pass", 0.999, (0.998, 1.0), quick=slow)
+    assert (pick_best([candidate]) is candidate) is faster
 
 
 def test_budget_uses_the_injected_clock() -> None:

@@ -49,7 +49,8 @@ def test_mismatched_inputs_are_one_line_errors() -> None:
         evaluate_outputs(base, np.zeros((4, 2)), None, "max_abs_diff<=1", "other")
     with pytest.raises(DataError, match="accuracy is scored against labels"):
         evaluate_outputs(base, base, None, "accuracy drop<=0.01", "classification")
-    with pytest.raises(QualityFloorError, match="mean_cosine does not apply to a classification"):
+    with pytest.raises(QualityFloorError,
+                       match="mean_cosine does not apply to 'classification' models"):
         evaluate_outputs(base, base, None, "cosine>=0.9", "classification")
     with pytest.raises(DataError, match="class indices 0..2"):
         evaluate_outputs(base, base, [0, 1, 2, 5], "accuracy drop<=0.01", "classification")

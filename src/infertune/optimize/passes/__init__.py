@@ -3,7 +3,8 @@ order, builds the variants each depends on first, checks every variant it builds
 any failure into a "skipped: reason" result instead of a crash.
 
 Sources: torch passes and ``ort_fp32`` start from the baseline; the other onnxruntime passes
-derive from ``ort_fp32`` (the plain export) or ``ort_fused`` (the transformer-fused graph).
+derive from ``ort_fp32`` (the plain export, or a copy of an .onnx baseline) or ``ort_fused``
+(the transformer-fused graph), falling back to ``ort_fp32`` where no fusion applies.
 """
 
 from __future__ import annotations
@@ -102,9 +103,10 @@ def _with_sources(names: list[str], registry: dict[str, PassFactory]) -> list[st
             return
         if name in chain:
             raise InternalError(f"pass sources form a cycle: {' -> '.join((*chain, name))}")
-        source = create_pass(name, registry).source
-        if source is not None:
-            visit(source, (*chain, name))
+        made = create_pass(name, registry)
+        for source in (made.source, made.fallback_source):
+            if source is not None:
+                visit(source, (*chain, name))
         order.append(name)
 
     for name in names:
@@ -120,13 +122,18 @@ def _run_one(pass_: Pass, built: dict[str, Variant], ctx: PassContext) -> Varian
         return VariantResult(pass_.name, "skipped", reason=reason,
                              seconds=round(time.perf_counter() - started, 3))
 
-    if pass_.source is not None and pass_.source not in built:
-        return skipped(f"needs variant {pass_.source!r}, which was not built")
+    source = pass_.source
+    if source is not None and source not in built:
+        fallback = pass_.fallback_source
+        if fallback is None or fallback not in built:
+            wanted = f"{source!r}" + (f" or {fallback!r}" if fallback else "")
+            return skipped(f"needs variant {wanted}, which was not built")
+        source = fallback
     reason = pass_.applies(ctx)
     if reason is not None:
         return skipped(reason)
     try:
-        variant = check_variant(pass_.apply(built.get(pass_.source or ""), ctx), ctx)
+        variant = check_variant(pass_.apply(built.get(source or ""), ctx), ctx)
     except InfertuneError as exc:
         return skipped(str(exc))
     except Exception as exc:  # noqa: BLE001 - exporters/quantizers raise untyped errors

@@ -90,6 +90,7 @@ class OrtDerivedPass:
 
     name = "ort_derived"
     source: str | None = "ort_fp32"
+    fallback_source: str | None = None
     precision = "fp32"
 
     def settings(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ class TorchVariantPass:
 
     name = "torch_fp32"
     source: str | None = None
+    fallback_source: str | None = None
     precision = "fp32"
     recipe = TorchRecipe()
 

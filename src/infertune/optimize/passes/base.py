@@ -107,6 +107,9 @@ def _by_length(inputs: list[Any]) -> list[Any]:
 class Pass(Protocol):
     name: str
     source: str | None  # the pass whose Variant this one builds on; None: the baseline
+    # built on instead when ``source`` was not built (e.g. no transformer fusion for this
+    # graph, or an .onnx baseline): the variant then records the passes it really went through
+    fallback_source: str | None
 
     def applies(self, ctx: PassContext) -> str | None: ...
 

@@ -31,6 +31,7 @@ class Sensitivity:
 
 class MixedPrecisionPass(OrtDerivedPass):
     source = "ort_fused"
+    fallback_source = "ort_fp32"
     precision = "int8-mixed"
 
     def __init__(self, per_channel: bool = False, margin: float = 0.002) -> None:

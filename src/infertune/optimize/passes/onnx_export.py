@@ -1,4 +1,5 @@
-"""Export a Hugging Face encoder to ONNX with dynamic batch and sequence axes.
+"""Export a Hugging Face encoder to ONNX with dynamic batch and sequence axes; a baseline that
+is already an ONNX file is copied instead, so the onnxruntime passes build on it alike.
 
 The export uses eager attention by default: with SDPA the exported graph hides attention in
 ops that onnxruntime's transformer optimizer does not match, so it fuses no Attention node
@@ -18,6 +19,7 @@ from typing import Any
 
 from infertune.models.variant import PassRecord, ThreadSettings
 from infertune.optimize.passes._onnx import MODEL_FILE, op_counts
+from infertune.optimize.passes._tensor import onnx_file, tensor_manifest
 from infertune.optimize.passes._text import hf_reason, require_hf, save_tokenizer, text_manifest
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.variant import Variant, finalize, fresh_dir
@@ -28,6 +30,7 @@ OPSET = 17
 class OnnxExportPass:
     name = "ort_fp32"
     source: str | None = None
+    fallback_source: str | None = None
     precision = "fp32"
 
     def __init__(self, attn_implementation: str = "eager", opset: int = OPSET) -> None:
@@ -42,9 +45,15 @@ class OnnxExportPass:
                 "dynamic_axes": {"0": "batch", "1": "sequence"}}
 
     def applies(self, ctx: PassContext) -> str | None:
-        return hf_reason(ctx.baseline)
+        if onnx_file(ctx.baseline) is not None:
+            return None
+        reason = hf_reason(ctx.baseline)
+        return reason and f"{reason}, or an .onnx file"
 
     def apply(self, source: Variant | None, ctx: PassContext) -> Variant:
+        original = onnx_file(ctx.baseline)
+        if original is not None:
+            return self._copy(original, ctx)
         folder = fresh_dir(ctx.out_dir, self.name)
         manifest = text_manifest(
             ctx, variant_id=self.name, runtime="onnxruntime", precision="fp32",
@@ -54,6 +63,21 @@ class OnnxExportPass:
                           self.attn_implementation, self.opset)
         settings = self.settings() | {"export_s": round(time.perf_counter() - started, 3)}
         manifest.passes = [PassRecord(self.name, settings)]
+        manifest.threads = ThreadSettings(graph_level="all")
+        manifest.op_counts = op_counts(folder / MODEL_FILE)
+        return finalize(folder, manifest)
+
+    def _copy(self, original: Any, ctx: PassContext) -> Variant:
+        import onnx
+
+        folder = fresh_dir(ctx.out_dir, self.name)
+        # load and save, not link: weights in external data files come along into one file,
+        # and a later edit of the user's file cannot change the variant under its hashes
+        onnx.save(onnx.load(str(original)), str(folder / MODEL_FILE))
+        record = PassRecord(self.name, {"exporter": "none: the baseline is an ONNX file, "
+                                                    "copied as is", "source_file": str(original)})
+        manifest = tensor_manifest(ctx, variant_id=self.name, model_file=MODEL_FILE,
+                                   passes=[record])
         manifest.threads = ThreadSettings(graph_level="all")
         manifest.op_counts = op_counts(folder / MODEL_FILE)
         return finalize(folder, manifest)

@@ -8,10 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from infertune.errors import NotApplicableError
 from infertune.models.variant import PassRecord
 from infertune.optimize.passes._onnx import (
     OrtDerivedPass,
     int8_scheme,
+    op_counts,
     quant_type,
     quiet_quantizer,
 )
@@ -20,6 +22,7 @@ from infertune.optimize.passes.base import PassContext
 
 class OrtDynamicInt8Pass(OrtDerivedPass):
     source = "ort_fused"
+    fallback_source = "ort_fp32"
     precision = "int8"
 
     def __init__(self, per_channel: bool = True) -> None:
@@ -35,6 +38,14 @@ class OrtDynamicInt8Pass(OrtDerivedPass):
         record.settings |= scheme.to_settings() | {"activation_type": "uint8"}
         quantize_dynamic_file(src, dst, per_channel=self.per_channel,
                               weight=scheme.weight, reduce_range=scheme.reduce_range)
+        if not any(op in op_counts(dst) for op in INT8_OPS):
+            raise NotApplicableError(
+                "no MatMul, Gemm or Attention with constant weights to quantize dynamically (a "
+                "convolutional graph takes static INT8 instead)")
+
+
+# What dynamic quantization writes for the op types it quantizes.
+INT8_OPS = ("MatMulInteger", "QAttention", "DynamicQuantizeMatMul")
 
 
 def quantize_dynamic_file(src: Path, dst: Path, *, per_channel: bool, weight: str,

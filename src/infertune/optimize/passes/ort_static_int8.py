@@ -24,10 +24,13 @@ from infertune.optimize.passes._onnx import (
 from infertune.optimize.passes.base import PassContext
 
 Method = Literal["minmax", "entropy", "percentile"]
+# Weighted ops; an encoder graph has only MatMuls, a CNN or an MLP export Conv and Gemm.
+STATIC_OP_TYPES = ("MatMul", "Gemm", "Conv")
 
 
 class OrtStaticInt8Pass(OrtDerivedPass):
     source = "ort_fused"
+    fallback_source = "ort_fp32"
     precision = "int8"
 
     def __init__(self, method: Method = "minmax", per_channel: bool = True) -> None:
@@ -37,7 +40,7 @@ class OrtStaticInt8Pass(OrtDerivedPass):
 
     def settings(self) -> dict[str, Any]:
         return {"format": "QDQ", "calibration": self.method, "per_channel": self.per_channel,
-                "op_types": ["MatMul"]}
+                "op_types": list(STATIC_OP_TYPES)}
 
     def applies(self, ctx: PassContext) -> str | None:
         if not ctx.calibration:
@@ -67,7 +70,8 @@ class OrtStaticInt8Pass(OrtDerivedPass):
                     per_channel=self.per_channel, reduce_range=scheme.reduce_range,
                     activation_type=quant_type(scheme.activation),
                     weight_type=quant_type(scheme.weight),
-                    calibrate_method=methods[self.method], op_types_to_quantize=["MatMul"],
+                    calibrate_method=methods[self.method],
+                    op_types_to_quantize=list(STATIC_OP_TYPES),
                     calibration_providers=["CPUExecutionProvider"],
                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 

@@ -1,0 +1,64 @@
+"""`infertune optimize` on a user's own .onnx file (a tensor model, inputs from an .npz): the
+onnxruntime variants are built, judged against the scenario's floor for the scenario's task,
+and report.json names a variant that loads; a floor that does not fit the task fails at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+from onnx_graphs import WIDTH, make_mlp
+
+from infertune.cli import main
+from infertune.models import load
+from infertune.report.provenance import assert_all_figures_have_provenance
+
+
+def _setup(root: Path, task: str, floor: dict) -> tuple[Path, Path, Path]:
+    model = make_mlp(root / "mlp.onnx")
+    data = root / "data.npz"
+    rng = np.random.default_rng(3)
+    np.savez(data, inputs=rng.standard_normal((200, WIDTH)).astype(np.float32))
+    scenario = root / f"{task}.yaml"
+    scenario.write_text(yaml.safe_dump({
+        "model": {"name": "mlp", "family": "other", "task": task, "framework": "onnx"},
+        "deployment": {"target": "container", "hardware": {"cpu": "test cpu"},
+                       "cost_per_hour_usd": 0.1},
+        "inputs": {"typical": {"batch_size": 1}},
+        "slo": {"p95_ms": 5, "p99_ms": 10},
+        "traffic": {"pattern": "steady", "mean_rps": 50, "peak_rps": 100},
+        "constraints": {"quality_floor": floor}}))
+    return model, data, scenario
+
+
+def test_optimize_an_onnx_tensor_model(tmp_path) -> None:
+    model, data, scenario = _setup(tmp_path, "embedding", {"metric": "mean_cosine", "min": 0.99})
+    out = tmp_path / "run"
+    rc = main(["optimize", str(model), "--scenario", str(scenario), "--data", str(data),
+               "--quick", "--budget", "45s", "--out", str(out)])
+    assert rc == 0
+    report = json.loads((out / "report.json").read_text())
+    assert_all_figures_have_provenance(report)
+    rows = {r["variant_id"]: r for r in report["variants"]}
+    assert "ort_fp32" in rows  # the copy of the user's file stands for the baseline
+    assert rows["ort_int8_dynamic_per_channel"]["quality_verdict"] == "pass"
+    vid = report["recommendation"]["variant_id"]
+    adapter = load(out / "variants" / vid)
+    assert adapter.info.kind == "tensor" and adapter.info.task == "embedding"
+    assert np.asarray(adapter.predict([np.zeros(WIDTH, np.float32)])[0]).shape == (8,)
+
+
+def test_a_floor_that_does_not_fit_the_task_fails_before_the_run(tmp_path, capsys) -> None:
+    model, data, scenario = _setup(tmp_path, "regression",
+                                   {"metric": "mean_cosine", "min": 0.99})
+    out = tmp_path / "run"
+    rc = main(["optimize", str(model), "--scenario", str(scenario), "--data", str(data),
+               "--quick", "--budget", "45s", "--out", str(out)])
+    assert rc == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("mean_cosine does not apply to 'regression' models; use one of "
+                        "max_abs_diff, max_rel_diff")
+    assert len(err.splitlines()) == 1
+    assert not out.exists()
