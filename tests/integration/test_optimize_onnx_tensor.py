@@ -44,6 +44,8 @@ def test_optimize_an_onnx_tensor_model(tmp_path) -> None:
     rows = {r["variant_id"]: r for r in report["variants"]}
     assert "ort_fp32" in rows  # the copy of the user's file stands for the baseline
     assert rows["ort_int8_dynamic_per_channel"]["quality_verdict"] == "pass"
+    # the baseline session already runs every onnxruntime graph optimisation: not an option
+    assert "ort-graph-optimisation" not in {o["id"] for o in report["options"]}
     vid = report["recommendation"]["variant_id"]
     adapter = load(out / "variants" / vid)
     assert adapter.info.kind == "tensor" and adapter.info.task == "embedding"

@@ -118,6 +118,7 @@ def test_slo_already_met_turns_to_cost(tiny, capsys) -> None:
     assert report["problem"]["inside_slo"] is True
     assert "already meets the SLO" in report["problem"]["statement"]
     assert "cost" in report["problem"]["statement"]
+    assert "question is cost" not in report["problem"]["statement"]  # said once, as measured
     assert report["serving"]["policy_id"] == "default"
     assert "not swept" in report["serving"]["why"]
     ServePolicy(**report["serving"]["policy"])

@@ -210,7 +210,7 @@ def build_options(state: RunState, inside: bool | None) -> list[Option]:
     hwp = HardwareProfile(description=hw, caps=_caps(state))
     ctx = _context(sc, hwp, sc.traffic.pattern or "steady")
     kb = load_knowledge([default_dir(), opt.KNOWLEDGE_DIR])
-    covered = opt.skipped_ids(kinds)
+    covered = opt.skipped_ids(kinds) | opt.already_in_place(state.baseline.info.runtime)
     options += [to_option(e, ctx) for e in kb.applicable(ctx) if e.id not in covered]
     return rank_options(state, options, inside)
 

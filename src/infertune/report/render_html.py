@@ -10,6 +10,7 @@ from infertune.report.plots import render_plots
 from infertune.report.render_md import (
     IMPACT_ORDER,
     SUMMARY_OPTIONS,
+    as_sentence,
     figure_text,
     headline_impact,
     impact_text,
@@ -73,9 +74,9 @@ def _summary(r: Report) -> list[str]:
     out.append(_options_table(r.options[:SUMMARY_OPTIONS], True, bool(p.inside_slo)))
     if r.recommendation and r.recommendation.variant_id:
         rec = r.recommendation
-        out.append(f"<p><strong>Recommendation:</strong> variant <code>"
-                   f"{escape(rec.variant_id or '')}</code> {escape(rec.title)}. "
-                   f"{escape(rec.reason)}</p>")
+        out.append(f"<p><strong>Recommendation:</strong> {escape(rec.title)} (variant <code>"
+                   f"{escape(rec.variant_id or '')}</code>). "
+                   f"{escape(as_sentence(rec.reason))}</p>")
     out.append("<h3>First week</h3><ol>" + "".join(
         f"<li><strong>{escape(s.title)}.</strong> {escape(s.detail)}</li>"
         for s in r.first_week) + "</ol>")

@@ -70,7 +70,8 @@ def _summary(r: Report) -> list[str]:
         out += ["", f"{len(r.options) - SUMMARY_OPTIONS} more options are in the details."]
     if r.recommendation and r.recommendation.variant_id:
         rec = r.recommendation
-        out += ["", f"**Recommendation:** variant `{rec.variant_id}` {rec.title}. {rec.reason}"]
+        out += ["", f"**Recommendation:** {rec.title} (variant `{rec.variant_id}`). "
+                    f"{as_sentence(rec.reason)}"]
     out += ["", "**First week.**", ""]
     out += [f"{i}. **{s.title}.** {s.detail}" for i, s in enumerate(r.first_week, 1)]
     mp = r.measurement_plan
@@ -224,3 +225,12 @@ def _num(x: float, signed: bool) -> str:
     if signed and x > 0:
         text = "+" + text
     return text.replace("-", "\u2212")
+
+
+def as_sentence(text: str) -> str:
+    """A clause as a sentence: capitalised, ending with a full stop."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."

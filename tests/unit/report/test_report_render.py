@@ -26,7 +26,8 @@ def test_measured_report_markdown(measured_report) -> None:
     md = render_markdown(measured_report)
     summary, details = md.split(SUMMARY_END)
     assert "_Measured on 2-core AMD EPYC (test fixture)" in summary
-    assert "**Recommendation:** variant `ort-int8-pc`" in summary
+    assert ("**Recommendation:** ORT INT8 per-channel (variant `ort-int8-pc`). Fastest variant "
+            "that meets the floor.") in summary
     assert "### Variants (measured)" in details and "### Serving policies" in details
     assert "| ort-int8-pc | 2.6 ms (measured) | 4 ms (measured) | 5.5 ms (measured) |" in details
     assert "max_batch_size=8, max_wait_ms=2.0, workers=1" in details
