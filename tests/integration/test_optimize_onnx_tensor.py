@@ -1,6 +1,7 @@
-"""`infertune optimize` on a user's own .onnx file (a tensor model, inputs from an .npz): the
-onnxruntime variants are built, judged against the scenario's floor for the scenario's task,
-and report.json names a variant that loads; a floor that does not fit the task fails at once."""
+"""`infertune optimize` on a user's own tensor model (an .onnx or TorchScript file, inputs from
+an .npz): the onnxruntime variants are built, judged against the scenario's floor for the
+scenario's task, and report.json names a variant that loads (or keeps the baseline, saying
+why); a floor that does not fit the task fails at once."""
 
 from __future__ import annotations
 
@@ -50,6 +51,30 @@ def test_optimize_an_onnx_tensor_model(tmp_path) -> None:
     adapter = load(out / "variants" / vid)
     assert adapter.info.kind == "tensor" and adapter.info.task == "embedding"
     assert np.asarray(adapter.predict([np.zeros(WIDTH, np.float32)])[0]).shape == (8,)
+
+
+def test_optimize_a_torchscript_model(tmp_path) -> None:
+    import torch
+
+    _, data, scenario = _setup(tmp_path, "embedding", {"metric": "mean_cosine", "min": 0.99})
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(WIDTH, 256), torch.nn.ReLU(),
+                                 torch.nn.Linear(256, 8)).eval()
+    model = tmp_path / "mlp.pt"
+    torch.jit.save(torch.jit.trace(module, torch.zeros(1, WIDTH)), str(model))
+    np.save(tmp_path / "mlp.example.npy", np.zeros(WIDTH, np.float32))
+    out = tmp_path / "run"
+    rc = main(["optimize", str(model), "--scenario", str(scenario), "--data", str(data),
+               "--quick", "--budget", "45s", "--out", str(out)])
+    assert rc == 0
+    report = json.loads((out / "report.json").read_text())
+    rows = {r["variant_id"]: r for r in report["variants"]}
+    assert rows["ort_int8_dynamic_per_channel"]["quality_verdict"] == "pass"
+    rec = report["recommendation"]
+    if rec["variant_id"] is None:  # the torch baseline has no variant folder of its own
+        assert "measurably faster" in rec["reason"]
+    else:
+        assert load(out / "variants" / rec["variant_id"]).info.runtime == "onnxruntime"
 
 
 def test_a_floor_that_does_not_fit_the_task_fails_before_the_run(tmp_path, capsys) -> None:

@@ -38,6 +38,11 @@ def resolve_target(ref: str) -> tuple[str, dict[str, Any]]:
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ConfigError(f"{report_path}: no recommendation.variant_id; serve a variant folder "
                           f"directly (infertune serve {path}/variants/<id>)") from exc
+    if variant_id is None:
+        raise ConfigError(f"{report_path} recommends keeping the baseline model, which has no "
+                          "variant folder in this run; serve the model itself (infertune serve "
+                          "MODEL) or one of the run's variants (infertune serve "
+                          f"{path}/variants/<id>)")
     variant = path / "variants" / str(variant_id)
     if not variant.is_dir():
         raise ConfigError(f"{report_path} recommends variant {variant_id!r} but {variant} does "

@@ -46,6 +46,9 @@ def test_run_folder_errors_name_the_fix(tmp_path: Path) -> None:
         resolve_target(str(_run_folder(tmp_path / "a", {"serving": {}})))
     with pytest.raises(ConfigError, match="does not exist"):
         resolve_target(str(_run_folder(tmp_path / "b", {"recommendation": {"variant_id": "x"}})))
+    with pytest.raises(ConfigError, match="recommends keeping the baseline model"):
+        resolve_target(str(_run_folder(tmp_path / "c",
+                                       {"recommendation": {"variant_id": None}})))
 
 
 def test_policy_layers_report_then_file_then_flags(tmp_path: Path) -> None:

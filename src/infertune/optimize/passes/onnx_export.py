@@ -1,5 +1,6 @@
 """Export a Hugging Face encoder to ONNX with dynamic batch and sequence axes; a baseline that
-is already an ONNX file is copied instead, so the onnxruntime passes build on it alike.
+is already an ONNX file is copied instead, and a torch tensor model (TorchScript, entry point)
+is exported with a dynamic batch axis, so the onnxruntime passes build on any of them.
 
 The export uses eager attention by default: with SDPA the exported graph hides attention in
 ops that onnxruntime's transformer optimizer does not match, so it fuses no Attention node
@@ -19,7 +20,12 @@ from typing import Any
 
 from infertune.models.variant import PassRecord, ThreadSettings
 from infertune.optimize.passes._onnx import MODEL_FILE, op_counts
-from infertune.optimize.passes._tensor import onnx_file, tensor_manifest
+from infertune.optimize.passes._tensor import (
+    export_tensor_module,
+    onnx_file,
+    tensor_manifest,
+    torch_tensor_module,
+)
 from infertune.optimize.passes._text import hf_reason, require_hf, save_tokenizer, text_manifest
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.variant import Variant, finalize, fresh_dir
@@ -45,15 +51,15 @@ class OnnxExportPass:
                 "dynamic_axes": {"0": "batch", "1": "sequence"}}
 
     def applies(self, ctx: PassContext) -> str | None:
-        if onnx_file(ctx.baseline) is not None:
+        if onnx_file(ctx.baseline) is not None or torch_tensor_module(ctx.baseline) is not None:
             return None
         reason = hf_reason(ctx.baseline)
-        return reason and f"{reason}, or an .onnx file"
+        return reason and f"{reason}, an .onnx file or a torch module"
 
     def apply(self, source: Variant | None, ctx: PassContext) -> Variant:
         original = onnx_file(ctx.baseline)
-        if original is not None:
-            return self._copy(original, ctx)
+        if original is not None or torch_tensor_module(ctx.baseline) is not None:
+            return self._tensor(original, ctx)
         folder = fresh_dir(ctx.out_dir, self.name)
         manifest = text_manifest(
             ctx, variant_id=self.name, runtime="onnxruntime", precision="fp32",
@@ -67,17 +73,21 @@ class OnnxExportPass:
         manifest.op_counts = op_counts(folder / MODEL_FILE)
         return finalize(folder, manifest)
 
-    def _copy(self, original: Any, ctx: PassContext) -> Variant:
+    def _tensor(self, original: Any, ctx: PassContext) -> Variant:
+        """An .onnx baseline copied, or a torch tensor baseline exported."""
         import onnx
 
         folder = fresh_dir(ctx.out_dir, self.name)
-        # load and save, not link: weights in external data files come along into one file,
-        # and a later edit of the user's file cannot change the variant under its hashes
-        onnx.save(onnx.load(str(original)), str(folder / MODEL_FILE))
-        record = PassRecord(self.name, {"exporter": "none: the baseline is an ONNX file, "
-                                                    "copied as is", "source_file": str(original)})
-        manifest = tensor_manifest(ctx, variant_id=self.name, model_file=MODEL_FILE,
-                                   passes=[record])
+        if original is not None:
+            # load and save, not link: weights in external data files come along into one
+            # file, and a later edit of the user's file cannot change the variant's bytes
+            onnx.save(onnx.load(str(original)), str(folder / MODEL_FILE))
+            settings = {"exporter": "none: the baseline is an ONNX file, copied as is",
+                        "source_file": str(original)}
+        else:
+            settings = export_tensor_module(ctx, folder / MODEL_FILE, self.opset)
+        manifest = tensor_manifest(ctx, variant_id=self.name, model_path=folder / MODEL_FILE,
+                                   passes=[PassRecord(self.name, settings)])
         manifest.threads = ThreadSettings(graph_level="all")
         manifest.op_counts = op_counts(folder / MODEL_FILE)
         return finalize(folder, manifest)

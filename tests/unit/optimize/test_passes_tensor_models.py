@@ -114,3 +114,24 @@ def test_gemm_and_conv_graphs(tmp_path) -> None:
     assert static.built, static.reason
     assert static.manifest.op_counts["QuantizeLinear"] > 0
     assert static.manifest.agreement.mean_cosine > 0.9
+
+
+def test_a_torchscript_model_is_exported_and_quantized(tmp_path) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(WIDTH, 32), torch.nn.ReLU(),
+                                 torch.nn.Linear(32, OUT)).eval()
+    path = tmp_path / "mlp.pt"
+    torch.jit.save(torch.jit.trace(module, torch.zeros(1, WIDTH)), str(path))
+    np.save(tmp_path / "mlp.example.npy", np.zeros(WIDTH, np.float32))
+    results = _build(path, tmp_path / "variants", ["ort_int8_dynamic_per_channel"])
+    fp32 = results["ort_fp32"]
+    assert fp32.built, fp32.reason
+    assert fp32.manifest.passes[0].settings["dynamic_axes"] == {"0": "batch"}
+    assert fp32.manifest.agreement.max_abs_diff < 1e-5
+    int8 = results["ort_int8_dynamic_per_channel"]
+    assert int8.built, int8.reason
+    x = _inputs(4)
+    expected = module(torch.from_numpy(np.stack(x))).detach().numpy()
+    assert np.allclose(np.stack(load(int8.path).predict(x)), expected, atol=0.05)
