@@ -41,7 +41,9 @@ def register(app: typer.Typer) -> None:
         candidate: Annotated[list[str] | None, typer.Option(
             "--candidate", help="Another (smaller) model to measure and cascade; repeatable."
         )] = None,
-        seed: Annotated[int, typer.Option("--seed")] = 0,
+        seed: Annotated[int, typer.Option(
+            "--seed", help="Seed for the request sample, interleaving order and bootstrap CIs "
+            "(same seed, same draws).")] = 0,
         overwrite: Annotated[bool, typer.Option(
             "--overwrite", help="Replace an earlier run in --out (default: refuse, so no run "
             "is lost by accident).")] = False,
