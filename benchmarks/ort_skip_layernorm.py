@@ -64,8 +64,13 @@ def main() -> int:
             cosine = float((np.stack(variant.predict(texts[:200])) * ref).sum(axis=1).mean())
             print(f"{mode:8s} mean cosine to torch fp32 on 200 sentences: {cosine:.5f}")
         requests = batch1_requests(texts, 600, seed=args.seed)
+        # long blocks (about 0.25 s) with their first quarter untimed: two onnxruntime
+        # sessions in one process slow each other for many calls after each switch, as the
+        # idle one's intra-op threads keep spinning (blocks of 20: p95 4.0 ms alone, 6.9 ms
+        # beside a spinning session, 4.0 beside one with spinning off), which short blocks
+        # would bill to both sides
         result = run_interleaved(a.predict, b.predict, requests, budget_s=args.seconds,
-                                 block_size=20, min_trials=60, warmup=10, target_block_s=5.0,
+                                 block_size=200, min_trials=40, warmup=10, target_block_s=0.25,
                                  seed=args.seed, names=("SkipLayerNorm fused", "unfused"))
     sa, sb, stats = result.a_summary, result.b_summary, result.stats
     print(f"latency:  {result.trials} interleaved trials, {stats.n_a} requests per side in "

@@ -103,12 +103,41 @@ def test_runner_adds_trials_until_budget_when_inconclusive() -> None:
         clock.now += 0.010 * rng.lognormal(0, 0.8)
 
     result = run_interleaved(call, call, [["x"]], budget_s=2.0, block_size=10, min_trials=2,
-                             warmup=0, seed=0, clock=clock)
+                             warmup=0, seed=0, clock=clock, block_warmup=0)
     assert result.stopped == "budget"
     assert result.trials > 2
     assert result.stats.verdict == "no significant difference"
     assert result.stats.conclusive is False
     assert ComparisonStats.from_dict(result.stats.to_dict()) == result.stats
+
+
+def test_the_calls_right_after_a_switch_are_warm_up_not_samples() -> None:
+    """Each side is slow for its first two calls after the other side ran (caches evicted,
+    threads parked); with the default warm-up of a quarter block those calls are untimed."""
+    clock = FakeClock()
+    last = {"side": ""}
+    streak = {"A": 0, "B": 0}
+
+    def make(side: str, steady_s: float):
+        def call(raw: list) -> None:
+            if last["side"] != side:
+                streak[side] = 0
+            last["side"] = side
+            streak[side] += 1
+            clock.now += steady_s * (3.0 if streak[side] <= 2 else 1.0)
+        return call
+
+    result = run_interleaved(make("A", 0.010), make("B", 0.020), [["x"]] * 5, budget_s=600,
+                             block_size=8, min_trials=8, warmup=1, seed=2, clock=clock)
+    assert result.block_warmup == 2
+    assert result.a_summary.max == pytest.approx(10.0) and result.b_summary.max == \
+        pytest.approx(20.0)
+    assert result.stats.p95.ratio == pytest.approx(2.0)
+    assert ComparisonResult.from_dict(result.to_dict()).block_warmup == 2
+    cold = run_interleaved(make("A", 0.010), make("B", 0.020), [["x"]] * 5, budget_s=600,
+                           block_size=8, min_trials=8, warmup=1, seed=2, clock=clock,
+                           block_warmup=0)
+    assert cold.a_summary.max == pytest.approx(30.0)  # without it, the switch cost is billed
 
 
 def _drifting(rng: np.random.Generator, median: float, trials: int = 16,
