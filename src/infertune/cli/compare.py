@@ -79,8 +79,8 @@ def print_result(result: Any, json_out: Path | None) -> None:
     stats = result.stats
     console.print(f"A = {result.a}    B = {result.b}")
     console.print(f"{stats.n_a} + {stats.n_b} single requests in {result.trials} interleaved "
-                  f"trials of {result.block_size} per block ({result.seconds:.1f} s; stopped: "
-                  f"{result.stopped})")
+                  f"trials of {result.block_size} per block, each after {result.block_warmup} "
+                  f"untimed warm-up calls ({result.seconds:.1f} s; stopped: {result.stopped})")
     for est, name in ((stats.p50, "p50"), (stats.p95, "p95")):
         sa, sb = result.a_summary.p(est.percentile), result.b_summary.p(est.percentile)
         console.print(f"{name}: A {sa:.2f} ms, B {sb:.2f} ms, ratio B/A {est.ratio:.3f} "
