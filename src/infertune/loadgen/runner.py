@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from infertune.loadgen.result import LAG_WARN_MS, LoadResult, RequestRecord, summarise
 from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.targets import Reply, Target
+from infertune.measure.collector import steady_gc
 
 ProgressFn = Callable[[int, int], None]
 
@@ -105,8 +106,9 @@ def run_load(schedule: Schedule, target: Target, options: RunOptions | None = No
              on_progress: ProgressFn | None = None) -> LoadResult:
     """Run ``schedule`` against ``target`` in a fresh event loop and summarise the records."""
     options = options or RunOptions()
-    records = asyncio.run(run_schedule(schedule, target, options, clock=clock,
-                                       on_progress=on_progress))
+    with steady_gc():  # see measure/collector.py: what a server that froze its start sees
+        records = asyncio.run(run_schedule(schedule, target, options, clock=clock,
+                                           on_progress=on_progress))
     result = summarise(target.name, records, schedule.stats(),
                        lag_warn_ms=options.lag_warn_ms, seed=options.seed)
     utilisation = getattr(target, "utilisation", None)

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from infertune.measure.collector import steady_gc
 from infertune.measure.summary import LatencySummary, quantile_sorted, sample_bootstrap_quantiles
 
 Verdict = Literal["B is faster", "B is slower", "no significant difference"]
@@ -258,16 +259,17 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
     while True:
         sides = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
         order.append("".join(sides))
-        for side in sides:
-            if before_block is not None:
-                before_block(side)
-            for j in range(warm_calls):
-                calls[side](requests[(trial * block_size + j) % len(requests)])
-            for j in range(block_size):
-                req = requests[(trial * block_size + j) % len(requests)]
-                t0 = clock()
-                calls[side](req)
-                samples[side].append((clock() - t0) * 1000.0)
+        with steady_gc():  # full collections fall between trials, untimed
+            for side in sides:
+                if before_block is not None:
+                    before_block(side)
+                for j in range(warm_calls):
+                    calls[side](requests[(trial * block_size + j) % len(requests)])
+                for j in range(block_size):
+                    req = requests[(trial * block_size + j) % len(requests)]
+                    t0 = clock()
+                    calls[side](req)
+                    samples[side].append((clock() - t0) * 1000.0)
         trial += 1
         elapsed = clock() - start
         if on_trial is not None:

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from infertune.measure.collector import steady_gc
+
 # Minimum seconds a step needs to yield a figure worth reporting (on a 2-core machine).
 NEED_QUICK_S = 4.0
 NEED_PROPER_S = 15.0
@@ -173,12 +175,13 @@ def time_alone(call: Callable[[Sequence[Any]], Any], requests: Sequence[Sequence
         call(req)
     out: list[float] = []
     start = clock()
-    for req in requests:
-        t0 = clock()
-        call(req)
-        out.append((clock() - t0) * 1000.0)
-        if len(out) >= max_n or (len(out) >= min_n and clock() - start >= budget_s):
-            break
+    with steady_gc():
+        for req in requests:
+            t0 = clock()
+            call(req)
+            out.append((clock() - t0) * 1000.0)
+            if len(out) >= max_n or (len(out) >= min_n and clock() - start >= budget_s):
+                break
     return out
 
 

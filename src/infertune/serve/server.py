@@ -17,23 +17,13 @@ def run_server(app: Any, *, host: str = DEFAULT_HOST, port: int = 8000,
     """Serve ``app`` until SIGTERM/SIGINT; returns after the graceful drain."""
     import uvicorn
 
+    from infertune.measure.collector import freeze_startup_objects
+
+    # a full collection over torch's and the model's objects once stalled every request in
+    # flight for ~200 ms (p99 270-315 ms in one step of benchmarks/serve_goodput.py)
     freeze_startup_objects()
 
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
                             timeout_graceful_shutdown=None, access_log=False)
     uvicorn.Server(config).run()
 
-
-def freeze_startup_objects() -> int:
-    """Move every object alive now (torch, transformers, the loaded model: about 410k
-    tracked objects for minilm) out of the garbage collector's reach; returns how many.
-
-    Left in, a full collection walks them all, which took 195 ms here; it came due once after
-    about 2,200 requests and stalled every request in flight (p99 270-315 ms at 100 req/s in
-    benchmarks/serve_goodput.py, in that one step of each run). A server process keeps these
-    objects for its whole life, so freezing them loses nothing."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()

@@ -96,15 +96,3 @@ def test_torch_threads_are_sized_to_cores_per_worker() -> None:
     finally:
         torch.set_num_threads(before)
 
-
-def test_server_start_freezes_the_startup_objects_out_of_the_collector() -> None:
-    import gc
-
-    from infertune.serve.server import freeze_startup_objects
-
-    try:
-        frozen = freeze_startup_objects()
-        assert frozen > 1000 and gc.get_freeze_count() == frozen
-        assert len(gc.get_objects()) < frozen  # a full collection no longer walks them
-    finally:
-        gc.unfreeze()
