@@ -29,6 +29,12 @@ FULL_PASSES = ("torch_fp32", "ort_fp32", "ort_fused", "ort_int8_dynamic_per_chan
 # (most promising first: the budget may stop the build early)
 QUICK_PASSES = ("torch_fp32", "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel",
                 "ort_int8_threads_one")
+# A tensor model (an .onnx or torch file) has no transformer fusion; static INT8 is the
+# pass that covers Conv graphs, where dynamic INT8 does not apply.
+TENSOR_FULL_PASSES = ("ort_fp32", "ort_int8_dynamic_per_channel", "ort_int8_static_minmax",
+                      "ort_int8_threads_one", "ort_threads_cores_nospin", "ort_int8_mixed",
+                      "ort_int8_dynamic_per_tensor", "ort_int8_static_percentile")
+TENSOR_QUICK_PASSES = ("ort_fp32", "ort_int8_dynamic_per_channel", "ort_int8_static_minmax")
 NOT_RUN = ("torch_compile", "ort_int8_static_minmax", "ort_int8_static_entropy",
            "ort_int8_static_percentile", "torch_int8_dynamic", "ort_graph_basic",
            "ort_graph_extended", "ort_trim_p99", "ort_bucketed", "ort_threads_one",
@@ -58,11 +64,14 @@ def registry() -> dict[str, Any]:
                                                                 "cores_nospin")}
 
 
-def plan_passes(quick: bool, budget_s: float) -> tuple[list[str], list[str]]:
-    """(passes to build, passes left out for time) for this budget."""
+def plan_passes(quick: bool, budget_s: float, tensor: bool = False
+                ) -> tuple[list[str], list[str]]:
+    """(passes to build, passes left out for time) for this budget and kind of model."""
+    full_plan, quick_plan = ((TENSOR_FULL_PASSES, TENSOR_QUICK_PASSES) if tensor
+                             else (FULL_PASSES, QUICK_PASSES))
     full = not quick and budget_s >= 45
-    chosen = list(FULL_PASSES if full else QUICK_PASSES)
-    left = [p for p in FULL_PASSES if p not in chosen]
+    chosen = list(full_plan if full else quick_plan)
+    left = [p for p in full_plan if p not in chosen]
     return chosen, left
 
 
@@ -80,11 +89,13 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
                       quality=target, max_calibration=64 if quick else 128,
                       n_samples=16 if quick else 32,
                       compile_budget_s=min(budget_s / 2, 120.0))
-    names, left = plan_passes(quick, budget_s)
+    tensor = state.baseline.info.kind == "tensor"
+    names, left = plan_passes(quick, budget_s, tensor)
     for name in left:
         state.skip(f"variant {name}", f"not built: --quick, or only {budget_s:.0f} s of the "
                    "budget was left for building", 30.0)
-    state.notes.append("passes not tried by default (slower or subsumed): " + ", ".join(NOT_RUN))
+    not_run = [p for p in NOT_RUN if p not in names] if tensor else list(NOT_RUN)
+    state.notes.append("passes not tried by default (slower or subsumed): " + ", ".join(not_run))
     results: list[Any] = []
     deadline = time.monotonic() + budget_s
 

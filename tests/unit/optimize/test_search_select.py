@@ -140,3 +140,18 @@ def test_pass_plan_follows_the_budget() -> None:
     assert chosen == list(QUICK_PASSES) and set(left) == set(FULL_PASSES) - set(QUICK_PASSES)
     assert plan_passes(quick=False, budget_s=120) == (list(FULL_PASSES), [])
     assert set(FULL_PASSES) <= set(registry())  # every planned pass is registered
+
+
+def test_tensor_models_get_their_own_plan_with_static_int8() -> None:
+    from infertune.optimize.builder import (
+        TENSOR_FULL_PASSES,
+        TENSOR_QUICK_PASSES,
+        plan_passes,
+        registry,
+    )
+
+    quick, left = plan_passes(quick=True, budget_s=500, tensor=True)
+    assert quick == list(TENSOR_QUICK_PASSES) and "ort_int8_static_minmax" in quick
+    assert set(left) == set(TENSOR_FULL_PASSES) - set(TENSOR_QUICK_PASSES)
+    assert plan_passes(quick=False, budget_s=120, tensor=True) == (list(TENSOR_FULL_PASSES), [])
+    assert set(TENSOR_FULL_PASSES) <= set(registry())
