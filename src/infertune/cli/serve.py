@@ -134,6 +134,10 @@ def register(app: typer.Typer) -> None:
         quiet_libraries()
         adapter = load(model_ref)
         fast = load(fast_model) if fast_model else None
+        if fast is not None:
+            from infertune.serve.cascade import without_spinning
+
+            adapter, fast = without_spinning(adapter, fast)
         from infertune.hardware import detect
 
         threads = size_model_threads(adapter, policy, detect(with_gpus=False).effective_cores)

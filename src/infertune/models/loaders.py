@@ -148,13 +148,12 @@ def _sentence_max_length(folder: Path) -> int | None:
 
 
 def load_onnx(path: Path) -> TensorAdapter:
-    from infertune.models.runners import OrtRunner, ort_session
+    from infertune.models.runners import OrtRunner
 
     try:
-        session = ort_session(str(path))
+        runner = OrtRunner.open(str(path))
     except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(exc).__name__})") from exc
-    runner = OrtRunner(session)
     info = ModelInfo(id=path.stem, version=files_hash([path]), kind="tensor", task="other",
                      runtime="onnxruntime", input_names=runner.input_names, source=str(path))
     return onnx_tensor_adapter(info, runner)

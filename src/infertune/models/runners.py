@@ -73,12 +73,29 @@ class OrtRunner:
 
     runtime: Runtime = "onnxruntime"
 
-    def __init__(self, session: Any, precision: str = "fp32") -> None:
+    def __init__(self, session: Any, precision: str = "fp32",
+                 opened_with: dict[str, Any] | None = None) -> None:
         self.session = session
         self.precision = precision
+        # ort_session's arguments, when this runner opened the session itself (see reopen)
+        self.opened_with = opened_with
         self.input_names = [i.name for i in session.get_inputs()]
         self._dtypes = {i.name: ORT_DTYPES.get(i.type, None) for i in session.get_inputs()}
         self._output = session.get_outputs()[0].name
+
+    @classmethod
+    def open(cls, path: str, precision: str = "fp32", **session_args: Any) -> OrtRunner:
+        """A runner on a new session of the model file; ``session_args`` go to ort_session."""
+        args = {"path": path, **session_args}
+        return cls(ort_session(**args), precision=precision, opened_with=args)
+
+    def reopen(self, **changes: Any) -> OrtRunner:
+        """The same model and settings in a new session, with ``changes`` to ort_session's
+        arguments (e.g. allow_spinning=False)."""
+        if self.opened_with is None:
+            raise ValueError("this runner was built on a session it did not open; "
+                             "use OrtRunner.open to be able to reopen it")
+        return OrtRunner.open(**{**self.opened_with, **changes, "precision": self.precision})
 
     def __call__(self, feeds: ModelInputs) -> np.ndarray:
         cast = {}

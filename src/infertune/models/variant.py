@@ -210,18 +210,17 @@ def load_variant(path: str | Path) -> Adapter:
 
 
 def _ort_runner(folder: Path, manifest: Manifest) -> Any:
-    from infertune.models.runners import OrtRunner, ort_session
+    from infertune.models.runners import OrtRunner
 
     t = manifest.threads
     try:
-        session = ort_session(str(folder / manifest.model_file), intra_op_threads=t.intra_op,
-                              inter_op_threads=t.inter_op, graph_level=t.graph_level,
-                              allow_spinning=t.spinning,
-                              disabled_optimizers=t.disabled_optimizers)
+        return OrtRunner.open(str(folder / manifest.model_file), precision=manifest.precision,
+                              intra_op_threads=t.intra_op, inter_op_threads=t.inter_op,
+                              graph_level=t.graph_level, allow_spinning=t.spinning,
+                              disabled_optimizers=list(t.disabled_optimizers))
     except Exception as exc:  # onnxruntime raises untyped errors for graphs it cannot load
         raise ModelLoadError(f"variant {folder}: onnxruntime cannot load "
                              f"{manifest.model_file} ({type(exc).__name__})") from exc
-    return OrtRunner(session, precision=manifest.precision)
 
 
 def _torch_runner(folder: Path, manifest: Manifest) -> Any:

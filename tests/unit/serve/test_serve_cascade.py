@@ -74,3 +74,24 @@ def test_model_route_shows_a_variant_manifest_else_model_info(tmp_path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps({"id": "ort-int8", "runtime": "ort"}))
     variant = GatedAdapter(info=dataclasses.replace(plain.info, source=str(tmp_path)))
     assert _manifest(variant) == {"id": "ort-int8", "runtime": "ort"}
+
+
+def test_cascade_models_reopen_their_onnxruntime_sessions_without_spinning(tmp_path) -> None:
+    from onnx_graphs import WIDTH, make_mlp
+
+    from infertune.models import load
+    from infertune.serve.cascade import without_spinning
+
+    full = load(make_mlp(tmp_path / "full.onnx"))
+    fast = load(make_mlp(tmp_path / "fast.onnx"))
+    x = [np.ones(WIDTH, np.float32)]
+    expected = full.predict(x)
+    full2, fast2 = without_spinning(full, fast)
+    for adapter in (full2, fast2):
+        options = adapter.runner.session.get_session_options()
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+        assert adapter.runner.opened_with["allow_spinning"] is False
+    np.testing.assert_allclose(full2.predict(x), expected, rtol=1e-6)  # same model, same answer
+    assert full.runner.opened_with.get("allow_spinning", True) is True  # originals untouched
+    gated = GatedAdapter()  # a runner that cannot reopen is passed through
+    assert without_spinning(gated)[0] is gated
