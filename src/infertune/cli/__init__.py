@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 from typer._click import exceptions as click_errors  # typer vendors its own click
 
-from infertune.cli import (
+from infertune.cli import (  # one line per command module
     advise,
     compare,
     doctor,
@@ -38,8 +38,19 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for command_module in (doctor, profile, optimize, loadtest, report, compare, advise, serve,
-                       validate):
+# The order here is the order of `infertune --help`; one line per command module.
+COMMANDS = (
+    doctor,
+    profile,
+    optimize,
+    loadtest,
+    report,
+    compare,
+    advise,
+    serve,
+    validate,
+)
+for command_module in COMMANDS:
     command_module.register(app)
 
 
