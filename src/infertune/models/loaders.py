@@ -7,6 +7,9 @@ A reference is one of (checked in this order):
   ``*.onnx``                   an ONNX graph (input names, dtypes and dynamic axes from the graph)
   ``*.pt|*.pth|*.ts``          a TorchScript file; a pickled nn.Module only with trust_remote_code
   ``pkg.module:factory``       a Python callable returning (nn.Module, example_input)
+
+torch and transformers are imported inside the loaders that need them (seconds of import
+and hundreds of MB): loading an .onnx model or a variant must not pay for them.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import numpy as np
 
 from infertune.errors import ModelLoadError
 from infertune.models.base import Adapter, ModelInfo
-from infertune.models.tensor import TensorAdapter
+from infertune.models.runners import OrtRunner, TorchRunner, hf_call
+from infertune.models.tensor import TensorAdapter, onnx_tensor_adapter
 from infertune.models.text import TextAdapter, TextPreprocess
+from infertune.models.variant import load_variant
 
 BUILTIN = "minilm"
 TORCH_SUFFIXES = (".pt", ".pth", ".ts", ".torchscript")
@@ -37,8 +42,6 @@ def load(ref: str | Path, *, trust_remote_code: bool = False, task: str | None =
                                 attn_implementation=attn_implementation)
     path = Path(text)
     if path.is_dir() and (path / "manifest.json").is_file():
-        from infertune.models.variant import load_variant
-
         return load_variant(path)
     if path.is_dir() and (path / "config.json").is_file():
         return load_huggingface(path, task=task, attn_implementation=attn_implementation)
@@ -88,8 +91,6 @@ def files_hash(paths: list[Path]) -> str:
 def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | None = None,
                      attn_implementation: str | None = None) -> TextAdapter:
     """A Hugging Face encoder folder, read offline (local files only)."""
-    from infertune.models.runners import TorchRunner, hf_call
-
     try:
         import transformers
     except ImportError as exc:
@@ -148,8 +149,6 @@ def _sentence_max_length(folder: Path) -> int | None:
 
 
 def load_onnx(path: Path) -> TensorAdapter:
-    from infertune.models.runners import OrtRunner
-
     try:
         runner = OrtRunner.open(str(path))
     except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
@@ -159,28 +158,10 @@ def load_onnx(path: Path) -> TensorAdapter:
     return onnx_tensor_adapter(info, runner)
 
 
-def onnx_tensor_adapter(info: ModelInfo, runner: Any) -> TensorAdapter:
-    """A TensorAdapter over an onnxruntime runner: one example per input shaped as the graph
-    declares it without the batch axis, and the axes the graph names symbolically may vary."""
-    example, dynamic = {}, {}
-    for inp in runner.session.get_inputs():
-        dims = inp.shape[1:]  # the first axis is the batch
-        example[inp.name] = np.zeros([d if isinstance(d, int) else 1 for d in dims],
-                                     dtype=_ORT_NP.get(inp.type, np.float32))
-        dynamic[inp.name] = tuple(i for i, d in enumerate(dims) if not isinstance(d, int))
-    return TensorAdapter(info, runner, example, dynamic_axes=dynamic)
-
-
-_ORT_NP = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
-           "tensor(double)": np.float64, "tensor(float16)": np.float16, "tensor(bool)": np.bool_}
-
-
 def load_torch_file(path: Path, *, trust_remote_code: bool = False,
                     example: Any = None) -> TensorAdapter:
     """TorchScript loads without running pickled code; a pickled nn.Module needs consent."""
     import torch
-
-    from infertune.models.runners import TorchRunner
 
     try:
         module = torch.jit.load(str(path), map_location="cpu")
@@ -237,8 +218,6 @@ def _example_from_attr(module: Any, path: Path) -> Any:
 
 
 def load_entry_point(ref: str) -> TensorAdapter:
-    from infertune.models.runners import TorchRunner
-
     module_name, _, attr = ref.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), attr)

@@ -112,3 +112,19 @@ def _like(example: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     if np.issubdtype(example.dtype, np.floating):
         return rng.standard_normal(example.shape).astype(example.dtype)
     return example.copy()
+
+
+def onnx_tensor_adapter(info: ModelInfo, runner: Any) -> TensorAdapter:
+    """A TensorAdapter over an onnxruntime runner: one example per input shaped as the graph
+    declares it without the batch axis, and the axes the graph names symbolically may vary."""
+    example, dynamic = {}, {}
+    for inp in runner.session.get_inputs():
+        dims = inp.shape[1:]  # the first axis is the batch
+        example[inp.name] = np.zeros([d if isinstance(d, int) else 1 for d in dims],
+                                     dtype=_ORT_NP.get(inp.type, np.float32))
+        dynamic[inp.name] = tuple(i for i, d in enumerate(dims) if not isinstance(d, int))
+    return TensorAdapter(info, runner, example, dynamic_axes=dynamic)
+
+
+_ORT_NP = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+           "tensor(double)": np.float64, "tensor(float16)": np.float16, "tensor(bool)": np.bool_}

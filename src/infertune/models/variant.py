@@ -11,7 +11,9 @@ The manifest is the whole recipe for running the variant without the run that ma
 
 ``read_manifest`` verifies the SHA-256 of every listed file and of the manifest itself, so a
 hand-edited or corrupt variant is refused with ModelLoadError. This module only reads variants
-(models/ sits above optimize/); optimize/variant.py writes them.
+(models/ sits above optimize/); optimize/variant.py writes them. torch, transformers and
+torchao are imported only when a torch variant loads: serving an onnxruntime variant must not
+pay seconds of import and hundreds of MB for them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any, Literal
 
 from infertune.errors import ModelLoadError
 from infertune.models.base import Adapter, ModelInfo
+from infertune.models.runners import OrtRunner, TorchRunner, hf_call
+from infertune.models.tensor import onnx_tensor_adapter
 from infertune.models.text import TextAdapter, TextPreprocess
 
 SCHEMA = "infertune.variant/v1"
@@ -210,8 +214,6 @@ def load_variant(path: str | Path) -> Adapter:
 
 
 def _ort_runner(folder: Path, manifest: Manifest) -> Any:
-    from infertune.models.runners import OrtRunner
-
     t = manifest.threads
     try:
         return OrtRunner.open(str(folder / manifest.model_file), precision=manifest.precision,
@@ -226,8 +228,6 @@ def _ort_runner(folder: Path, manifest: Manifest) -> Any:
 def _torch_runner(folder: Path, manifest: Manifest) -> Any:
     import torch
     import transformers
-
-    from infertune.models.runners import TorchRunner, hf_call
 
     recipe = manifest.recipe or TorchRecipe()
     auto = (transformers.AutoModel if manifest.task == "embedding"
@@ -298,8 +298,6 @@ def _text_adapter(folder: Path, manifest: Manifest, runner: Any) -> TextAdapter:
 
 
 def _tensor_adapter(folder: Path, manifest: Manifest, runner: Any) -> Adapter:
-    from infertune.models.loaders import onnx_tensor_adapter
-
     info = ModelInfo(
         id=manifest.id, version=manifest.files.get(manifest.model_file, _tree_hash(manifest))[:12],
         kind="tensor", task=manifest.task, runtime="onnxruntime", precision=manifest.precision,
