@@ -5,26 +5,12 @@ more trials are added until it is conclusive or the budget is spent."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from infertune.errors import ConfigError
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0}
-
-
-def parse_duration(text: str) -> float:
-    """'60s' / '90' / '2m' / '500ms' -> seconds; anything else is one ConfigError line."""
-    match = _DURATION.match(text)
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 0.0
-    if seconds <= 0:
-        raise ConfigError(f"--budget {text!r} is not a positive duration; pass e.g. "
-                          "--budget 60s or --budget 2m")
-    return seconds
+from infertune.durations import parse_duration
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +39,7 @@ def register(app: typer.Typer) -> None:
         from infertune.measure.profile import check_fits
         from infertune.models import load
 
-        budget_s = parse_duration(budget)
+        budget_s = parse_duration(budget, "--budget")
         quiet_libraries()
         model_a, model_b = load(a), load(b)
         inputs, source = load_data(a, data, model_a)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from infertune.durations import parse_duration as parse_duration  # re-exported for loadgen callers
 from infertune.errors import ConfigError, DataError
 
 
@@ -317,23 +318,3 @@ def _number(value: Any, path: Path, lineno: int) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise DataError(f"{path}: line {lineno}: {value!r} is not a number") from None
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from '60s', '2m', '1.5h', '500ms' or a bare number of seconds."""
-    units = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    raw = text.strip().lower()
-    for unit in ("ms", "s", "m", "h"):
-        if raw.endswith(unit):
-            number, scale = raw[: -len(unit)], units[unit]
-            break
-    else:
-        number, scale = raw, 1.0
-    try:
-        seconds = float(number) * scale
-    except ValueError:
-        raise ConfigError(f"duration {text!r} is not understood; write it like 30s, 2m or "
-                          "500ms") from None
-    if not seconds > 0:
-        raise ConfigError(f"duration must be > 0, got {text!r}; write it like 30s or 2m")
-    return seconds
