@@ -216,6 +216,8 @@ class ServePolicy(_Strict):
     max_request_bytes: int = Field(default=1_000_000, ge=1024)
     max_inputs: int = Field(default=64, ge=1)  # inputs per request
     max_input_chars: int = Field(default=100_000, ge=1)
+    # a client trickling its body holds a connection, never the model: cut it off with 408
+    body_timeout_s: float = Field(default=10.0, gt=0, le=600)
     on_long_input: Literal["truncate", "reject"] = "truncate"
     # warm-up and cascade
     warmup: bool = True
