@@ -1,10 +1,16 @@
 """`infertune loadtest TARGET`: send a seeded arrival schedule to an HTTP endpoint or to a model
 run in-process behind a dynamic batcher, open-loop, and summarise the latency measured from each
 request's intended send time. ``--schedule-only`` prints the schedule's statistics and sends
-nothing."""
+nothing.
+
+``--api openai-chat|openai-completions`` streams from an OpenAI-compatible LLM server instead
+(the JSON API stays the default): TTFT, inter-token gaps, TPOT and output tokens per request,
+goodput under ``--slo ttft_p95_ms=500,itl_p95_ms=50``, and ``--sweep`` for the highest rate that
+meets those SLOs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,6 +62,26 @@ def register(app: typer.Typer) -> None:
         schedule_only: Annotated[bool, typer.Option(
             help="print the schedule's statistics and send nothing")] = False,
         seed: Annotated[int, typer.Option(help="seed of the schedule (and the bootstrap CIs)")] = 0,
+        api: Annotated[str, typer.Option(
+            help="json (POST/GET, the default) | openai-chat | openai-completions "
+                 "(streamed, token-level figures)")] = "json",
+        slo: Annotated[str | None, typer.Option(
+            help="token-level SLOs for goodput, e.g. ttft_p95_ms=500,itl_p95_ms=50")] = None,
+        prompts: Annotated[Path | None, typer.Option(
+            help='JSONL of {"messages": [...]} or {"prompt": ...} (optional max_tokens); '
+                 "default: synthetic prompts")] = None,
+        prompt_tokens: Annotated[int, typer.Option(
+            help="synthetic prompt length in words (about as many tokens)")] = 128,
+        output_tokens: Annotated[int, typer.Option(
+            help="max_tokens of each request (synthetic, or --prompts lines without one)")] = 64,
+        model_name: Annotated[str | None, typer.Option(
+            help="the request's model field [default: the first id at /v1/models]")] = None,
+        tokenizer: Annotated[Path | None, typer.Option(
+            help="local tokenizer folder to count output tokens when the server sends no "
+                 "usage")] = None,
+        sweep: Annotated[bool, typer.Option(
+            help="find the highest rate meeting --slo (open-loop runs from --rate)")] = False,
+        sweep_steps: Annotated[int, typer.Option(help="most runs in a sweep")] = 8,
     ) -> None:
         """Open-loop load test at a production traffic shape (latency from intended send)."""
         from infertune.loadgen.schedules import ScheduleSpec, build_schedule, parse_duration
@@ -71,6 +97,11 @@ def register(app: typer.Typer) -> None:
         if not target:
             raise ConfigError("loadtest needs a TARGET: an http(s) URL or a model reference "
                               "(or pass --schedule-only)")
+        if api != "json" or slo is not None or sweep:
+            stream = StreamArgs(api, slo, prompts, prompt_tokens, output_tokens, model_name,
+                                tokenizer, timeout_s, sweep, sweep_steps)
+            _run_streaming(target, spec, stream, max_in_flight, json_out)
+            return
         policy_args = {"max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
                        "workers": workers, "max_queue": max_queue}
         built = _target(target, body_file, timeout_s, policy_args)
@@ -106,7 +137,9 @@ def _target(ref: str, body_file: Path | None, timeout_s: float,
     quiet_libraries()
     adapter = models.load(ref)
     inputs = bodies if bodies is not None else adapter.sample_inputs(64)
-    return InProcessTarget(adapter, policy, inputs)
+    # serve's own runtime; its response cache is off because the inputs are replayed
+    # round-robin, and a cache answering the repeats would hide the model's latency
+    return InProcessTarget(adapter, policy.model_copy(update={"cache_size": 0}), inputs)
 
 
 def _run(schedule: Any, target: Any, max_in_flight: int | None, seed: int) -> Any:
@@ -186,3 +219,169 @@ def latency_strip(points: list[Any]) -> str:
     return (f"p99 per second (0 .. {len(points)} s, top {top:.1f} ms; · no successes):\n"
             f"  {''.join(chars)}")
 
+
+
+@dataclass(frozen=True)
+class StreamArgs:
+    """The streaming options of one loadtest call, checked before anything is sent."""
+
+    api: str
+    slo: str | None
+    prompts: Path | None
+    prompt_tokens: int
+    output_tokens: int
+    model_name: str | None
+    tokenizer: Path | None
+    timeout_s: float
+    sweep: bool
+    sweep_steps: int
+
+    def __post_init__(self) -> None:
+        if self.api not in ("openai-chat", "openai-completions"):
+            need = ("--slo and --sweep need" if self.api == "json" else
+                    f"--api {self.api!r} is not known;")
+            raise ConfigError(f"{need} --api openai-chat or --api openai-completions (a "
+                              "streaming LLM endpoint); the JSON API has no tokens")
+        if self.sweep and not self.slo:
+            raise ConfigError("--sweep needs --slo (e.g. ttft_p95_ms=500,itl_p95_ms=50): the "
+                              "highest rate that meets what?")
+
+
+def _stream_target(url: str, args: StreamArgs) -> Any:
+    from infertune.loadgen.openai import OpenAITarget, load_prompts, synthetic_prompts
+
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--api {args.api} streams from an http(s) URL, got {url!r}; write "
+                          "it like http://127.0.0.1:8000/v1/chat/completions")
+    prompts = (load_prompts(args.prompts, args.output_tokens) if args.prompts is not None
+               else synthetic_prompts(args.prompt_tokens, args.output_tokens))
+    counter = _token_counter(args.tokenizer) if args.tokenizer is not None else None
+    return OpenAITarget(url, args.api, prompts,  # type: ignore[arg-type]
+                        model=args.model_name, timeout_s=args.timeout_s, count_tokens=counter)
+
+
+def _token_counter(folder: Path) -> Any:
+    if not folder.is_dir():
+        raise ConfigError(f"--tokenizer {folder} is not a folder; pass a local tokenizer "
+                          "folder (tokenizer.json or vocab files)")
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--tokenizer {folder}: no tokenizer could be read there "
+                          f"({type(exc).__name__}); pass a folder saved by "
+                          "save_pretrained") from exc
+    return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def _run_streaming(url: str, spec: Any, args: StreamArgs, max_in_flight: int | None,
+                   json_out: Path | None) -> None:
+    from dataclasses import replace
+
+    from infertune.loadgen.llm_sweep import sweep
+    from infertune.loadgen.runner import RunOptions
+    from infertune.loadgen.schedules import build_schedule
+    from infertune.loadgen.streaming_result import parse_slos
+
+    slos = parse_slos(args.slo) if args.slo else []
+    target = _stream_target(url, args)
+    options = RunOptions(max_in_flight=max_in_flight, seed=spec.seed)
+
+    def run_at(rate: float) -> Any:
+        return _run_stream(build_schedule(replace(spec, rate=rate)), target, options, slos)
+
+    if not args.sweep:
+        result = run_at(spec.rate)
+        _print_stream(result)
+        payload = {"schema": "infertune.loadtest-stream/v1", "spec": spec.to_dict(),
+                   "result": result.to_dict()}
+    else:
+        found = sweep(run_at, spec.rate, max_steps=args.sweep_steps)
+        _print_sweep(found)
+        payload = {"schema": "infertune.loadtest-sweep/v1", "spec": spec.to_dict(),
+                   "sweep": found.to_dict()}
+    if json_out is not None:
+        from infertune.cli._common import write_json
+
+        write_json(json_out, payload)
+
+
+def _run_stream(schedule: Any, target: Any, options: Any, slos: Any) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from infertune.loadgen.openai import run_stream
+
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"{target.api} {schedule.target_rate:.2f} req/s",
+                                 total=len(schedule))
+        return run_stream(schedule, target, options, slos,
+                          on_progress=lambda done, total: progress.update(task, completed=done))
+
+
+def _ci(est: Any) -> str:
+    ci = f" [{est.low:.1f}–{est.high:.1f}]" if est.low is not None else ""
+    return f"{est.value:.1f}{ci}"
+
+
+def _print_stream(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    load, counts = result.load, result.output_tokens
+    console.print(f"[bold]{load.target}[/] ({result.api}): {load.sent} requests, scheduled "
+                  f"{load.target_rate:.2f} req/s, achieved {load.achieved_rate:.2f} req/s, "
+                  f"completed {result.requests_per_s:.2f} req/s, output "
+                  f"{result.output_tokens_per_s:.1f} tokens/s"
+                  + (f" (token counts: {counts.source})" if counts else ""))
+    table = Table("ms (95% CI)", "p50", "p95", "p99", "n")
+    rows = (("TTFT, from intended send", result.ttft), ("inter-token gap", result.itl),
+            ("time per output token", result.tpot), ("end to end", load.latency))
+    for label, summary in rows:
+        if summary is None:
+            table.add_row(label, "n/a", "n/a", "n/a", "0")
+            continue
+        p = summary.percentiles
+        table.add_row(label, _ci(p["p50"]), _ci(p["p95"]), _ci(p["p99"]), str(summary.count))
+    console.print(table)
+    if counts:
+        console.print(f"output tokens per request: mean {counts.mean:.1f}, min {counts.min}, "
+                      f"max {counts.max} ({counts.source})")
+    for v in result.slos:
+        shown = f"{v.measured_ms:.1f}" if v.measured_ms is not None else "not measured"
+        console.print(f"SLO {v.slo.key} <= {v.slo.limit_ms:g}: {shown} — "
+                      f"{'met' if v.met else '[red]missed[/]'}")
+    if result.goodput_rps is not None:
+        console.print(f"goodput {result.goodput_rps:.2f} req/s "
+                      f"({result.goodput_share:.0%} of requests met every SLO on their own)")
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(load.status_counts.items()))
+    lag = load.client_lag_ms
+    console.print(f"statuses {statuses}; client lag p50 {lag['p50']:.3f} ms, p99 "
+                  f"{lag['p99']:.3f} ms, max {lag['max']:.3f} ms")
+    for warning in [*load.warnings, *result.warnings]:
+        console.print(f"[yellow]warning:[/] {warning}")
+
+
+def _print_sweep(found: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table("rate (req/s)", "achieved", "TTFT p95", "ITL p95", "goodput", "verdict")
+    for probe in found.probes:
+        r = probe.result
+        ttft = f"{r.ttft.p95:.1f}" if r.ttft is not None else "n/a"
+        itl = f"{r.itl.p95:.1f}" if r.itl is not None else "n/a"
+        table.add_row(f"{probe.rate:.2f}", f"{r.load.achieved_rate:.2f}", ttft, itl,
+                      f"{r.goodput_rps or 0:.2f}", ("pass: " if probe.passed else "fail: ")
+                      + probe.why)
+    console.print(table)
+    best = (f"{found.best_rate:.2f} req/s" if found.best_rate is not None
+            else "none of the probed rates")
+    console.print(f"highest rate meeting the SLOs: {best} (sweep stopped: {found.stopped})")
+    for note in found.notes:
+        console.print(f"[yellow]note:[/] {note}")

@@ -1,0 +1,317 @@
+"""A streaming target for OpenAI-compatible LLM servers (vLLM, TGI, llama.cpp, gateways, and
+the shipped ``infertune.loadgen.llmserver``): requests go out on the runner's open-loop
+schedule, responses stream back as server-sent events, and the arrival time of every content
+token is kept, so TTFT, inter-token gaps and TPOT are all measured from the intended send time
+(see streaming_result.py).
+
+    api "openai-chat"          POST .../v1/chat/completions with ``messages``; tokens in
+                               ``choices[0].delta.content``
+    api "openai-completions"   POST .../v1/completions with ``prompt``; tokens in
+                               ``choices[0].text``
+
+Both ask for ``stream_options.include_usage`` so the server's own token counts (``usage``) are
+used when it sends them; else a tokenizer passed in counts the streamed text; else every
+content event counts as one token and the count is labelled approximate.
+
+The target reuses the generic open-loop runner (runner.run_schedule): ``send`` keeps the clock
+reading at its start and at each token, and ``stream_records`` lines those readings up with the
+runner's records (which hold the intended and actual send offsets), so the schedule, the
+in-flight cap and client lag are exactly those of every other load test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+import numpy as np
+
+from infertune.errors import ConfigError, DataError
+from infertune.loadgen.result import RequestRecord, parse_server_timing, summarise
+from infertune.loadgen.runner import ProgressFn, RunOptions, run_schedule
+from infertune.loadgen.schedules import Schedule
+from infertune.loadgen.streaming_result import (
+    StreamingResult,
+    StreamRecord,
+    TokenSLO,
+    TokenSource,
+    summarise_streams,
+)
+from infertune.loadgen.targets import Reply
+from infertune.measure.collector import steady_gc
+
+Api = Literal["openai-chat", "openai-completions"]
+APIS: tuple[Api, ...] = ("openai-chat", "openai-completions")
+ROLES = ("system", "user", "assistant", "tool", "developer")
+TokenCounter = Callable[[str], int]
+# Words of a synthetic prompt: common English words, each one token in GPT-2/Llama-style BPE
+# vocabularies when preceded by a space, so N words make roughly N prompt tokens.
+WORDS = ("the of and to in is was for on that with as by at from this be are or an it "
+         "time model user data query answer fast slow report value system request").split()
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One request's input: chat messages (a completions API sends their text joined)."""
+
+    messages: tuple[Message, ...]
+    max_tokens: int
+
+    @property
+    def text(self) -> str:
+        return "\n".join(m.content for m in self.messages)
+
+
+def synthetic_prompts(prompt_tokens: int, output_tokens: int, count: int = 64,
+                      seed: int = 0) -> list[Prompt]:
+    """``count`` distinct user prompts of ``prompt_tokens`` words each (about as many tokens),
+    asking for ``output_tokens``. Each starts with its own number, so no two share a prefix
+    that a prefix cache could reuse."""
+    if prompt_tokens < 1 or output_tokens < 1:
+        raise ConfigError("--prompt-tokens and --output-tokens must be >= 1")
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        words = rng.choice(WORDS, size=max(prompt_tokens - 1, 0)).tolist()
+        out.append(Prompt((Message("user", " ".join([str(i), *words])),), output_tokens))
+    return out
+
+
+def load_prompts(path: str | Path, default_max_tokens: int) -> list[Prompt]:
+    """Prompts from JSON Lines: ``{"messages": [{"role": ..., "content": ...}, ...]}`` or
+    ``{"prompt": "..."}``, each with an optional ``max_tokens``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"prompt file {path} not found; pass --prompts with a .jsonl file of "
+                        '{"messages": [...]} lines')
+    prompts: list[Prompt] = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            prompts.append(_prompt(line, f"{path}: line {lineno}", default_max_tokens))
+    if not prompts:
+        raise DataError(f"{path}: no prompts; write one JSON object per line")
+    return prompts
+
+
+def _prompt(line: str, where: str, default_max_tokens: int) -> Prompt:
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where} is not valid JSON; write one JSON object per line") from exc
+    if not isinstance(item, dict):
+        raise DataError(f'{where}: expected an object with "messages" or "prompt"')
+    max_tokens = item.get("max_tokens", default_max_tokens)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise DataError(f"{where}: max_tokens must be a whole number >= 1, got {max_tokens!r}")
+    if isinstance(item.get("prompt"), str):
+        return Prompt((Message("user", item["prompt"]),), max_tokens)
+    raw = item.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise DataError(f'{where}: expected "messages": a non-empty list of '
+                        '{"role": ..., "content": ...}, or "prompt": a string')
+    messages = []
+    for m in raw:
+        if (not isinstance(m, dict) or m.get("role") not in ROLES
+                or not isinstance(m.get("content"), str)):
+            raise DataError(f"{where}: each message needs a role ({', '.join(ROLES)}) and a "
+                            "string content")
+        messages.append(Message(m["role"], m["content"]))
+    return Prompt(tuple(messages), max_tokens)
+
+
+@dataclass
+class _Stream:
+    started: float  # clock at the start of send(), lined up with the runner's sent offset
+    tokens: list[float] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+    usage_out: int | None = None
+    usage_in: int | None = None
+    server_ms: dict[str, float] = field(default_factory=dict)
+    server_gaps_ms: list[float] = field(default_factory=list)
+
+
+class OpenAITarget:
+    """POSTs streamed requests to an OpenAI-compatible route; never raises for a failed one."""
+
+    shares_process = False
+
+    def __init__(self, url: str, api: Api, prompts: list[Prompt], *, model: str | None = None,
+                 timeout_s: float = 120.0, count_tokens: TokenCounter | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"target {url!r} is not an http(s) URL; write it like "
+                              "http://127.0.0.1:8000/v1/chat/completions")
+        if api not in APIS:
+            raise ConfigError(f"--api {api!r} is not a streaming API; use one of "
+                              f"{', '.join(APIS)}")
+        if not prompts:
+            raise ConfigError("no prompts; pass --prompts FILE or --prompt-tokens/--output-tokens")
+        self.name, self.url, self.api = url, url, api
+        self.prompts, self.model = prompts, model
+        self.timeout_s, self.count_tokens, self.clock = timeout_s, count_tokens, clock
+        self._bodies: list[bytes] = []
+        self._streams: dict[int, _Stream] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def open(self) -> None:
+        self._streams = {}
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        if self.model is None:
+            self.model = await self._first_model()
+        # Encode once: the load generator should not spend its time in json.dumps.
+        self._bodies = [json.dumps(self._body(p)).encode() for p in self.prompts]
+
+    async def _first_model(self) -> str:
+        """The first id the server lists at /v1/models; "default" when it lists none."""
+        assert self._session is not None
+        base = self.url.split("/v1/")[0] if "/v1/" in self.url else self.url.rstrip("/")
+        try:
+            async with self._session.get(f"{base}/v1/models") as resp:
+                data = await resp.json(content_type=None)
+            return str(data["data"][0]["id"])
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, IndexError, TypeError):
+            return "default"
+
+    def _body(self, prompt: Prompt) -> dict[str, object]:
+        body: dict[str, object] = {"model": self.model, "max_tokens": prompt.max_tokens,
+                                   "stream": True, "stream_options": {"include_usage": True}}
+        if self.api == "openai-chat":
+            body["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]
+        else:
+            body["prompt"] = prompt.text
+        return body
+
+    async def send(self, index: int) -> Reply:
+        assert self._session is not None, "open() the target first"
+        stream = self._streams[index] = _Stream(started=self.clock())
+        body = self._bodies[index % len(self._bodies)]
+        try:
+            async with self._session.post(self.url, data=body, headers={
+                    "Content-Type": "application/json", "Accept": "text/event-stream"}) as resp:
+                if resp.status // 100 != 2:
+                    await resp.read()
+                    return Reply(str(resp.status))
+                timing = parse_server_timing(resp.headers.get("Server-Timing"))
+                finished = await self._read_events(resp, stream)
+                return Reply(str(resp.status) if finished else "stream_error", timing)
+        except TimeoutError:
+            return Reply("timeout")
+        except aiohttp.ClientPayloadError:
+            return Reply("stream_error")  # the server hung up mid-stream
+        except aiohttp.ClientConnectionError:
+            return Reply("connection_error")
+        except aiohttp.ClientError:
+            return Reply("error")
+
+    async def _read_events(self, resp: aiohttp.ClientResponse, stream: _Stream) -> bool:
+        """Read ``data:`` lines until ``[DONE]`` (True) or the end of the body (False)."""
+        key = "delta" if self.api == "openai-chat" else None
+        async for raw in resp.content:
+            line = raw.strip()
+            if not line.startswith(b"data:"):
+                continue  # comments, event names, blank separators
+            now = self.clock()
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                return True
+            try:
+                event = json.loads(payload)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            text = _content(event, key)
+            if text:
+                stream.tokens.append(now)
+                stream.pieces.append(text)
+            usage = event.get("usage")
+            if isinstance(usage, dict):
+                stream.usage_out = _int(usage.get("completion_tokens"))
+                stream.usage_in = _int(usage.get("prompt_tokens"))
+            timing = event.get("infertune_timing")
+            if isinstance(timing, dict):
+                _read_server_timing(timing, stream)
+        return False
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def stream_records(self, records: list[RequestRecord]) -> list[StreamRecord]:
+        """The runner's records with each request's token arrivals on the same time base."""
+        out = []
+        for r in records:
+            s = self._streams.get(r.index)
+            shift = r.sent_s - s.started if s is not None else 0.0
+            tokens = [t + shift for t in s.tokens] if s is not None else []
+            count, source = self._count(s) if s is not None else (0, "approximate")
+            out.append(StreamRecord(
+                index=r.index, intended_s=r.intended_s, sent_s=r.sent_s, done_s=r.done_s,
+                status=r.status, token_s=tokens, output_tokens=count,
+                prompt_tokens=s.usage_in if s is not None else None, token_source=source,
+                server_timing_ms={**r.server_timing_ms, **(s.server_ms if s else {})},
+                server_gaps_ms=list(s.server_gaps_ms) if s is not None else []))
+        return out
+
+    def _count(self, s: _Stream) -> tuple[int, TokenSource]:
+        if s.usage_out is not None:
+            return s.usage_out, "usage"
+        if self.count_tokens is not None and s.pieces:
+            return self.count_tokens("".join(s.pieces)), "tokenizer"
+        return len(s.tokens), "approximate"
+
+
+def _content(event: dict[str, Any], key: str | None) -> str:
+    choices = event.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    holder = choices[0].get(key) if key else choices[0]
+    if not isinstance(holder, dict):
+        return ""
+    text = holder.get("content" if key else "text")
+    return text if isinstance(text, str) else ""
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _read_server_timing(timing: dict[str, Any], stream: _Stream) -> None:
+    """A server's own per-request timings (the shipped llmserver sends them in its last
+    event); kept beside the client's figures so the two can be compared."""
+    for name, value in timing.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            stream.server_ms[name] = float(value)
+    gaps = timing.get("gaps_ms")
+    if isinstance(gaps, list):
+        stream.server_gaps_ms = [float(g) for g in gaps if isinstance(g, (int, float))]
+
+
+def run_stream(schedule: Schedule, target: OpenAITarget, options: RunOptions | None = None,
+               slos: list[TokenSLO] | None = None, *,
+               on_progress: ProgressFn | None = None) -> StreamingResult:
+    """Run ``schedule`` against ``target`` open-loop and summarise it token by token (on the
+    target's clock, so its token times and the runner's offsets share one time base)."""
+    options = options or RunOptions()
+    with steady_gc():  # as in runner.run_load
+        records = asyncio.run(run_schedule(schedule, target, options, clock=target.clock,
+                                           on_progress=on_progress))
+    load = summarise(target.name, records, schedule.stats(), lag_warn_ms=options.lag_warn_ms,
+                     seed=options.seed)
+    return summarise_streams(target.api, load, target.stream_records(records), slos,
+                             seed=options.seed)
