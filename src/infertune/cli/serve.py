@@ -14,6 +14,7 @@ the run's scenario.yaml SLO (a request older than that has missed the SLO anyway
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -105,12 +106,39 @@ def size_model_threads(adapter: Any, policy: ServePolicy, cores: int) -> int | N
     return threads
 
 
+def exposure_warnings(host: str, policy: ServePolicy, insecure_no_auth: bool) -> list[str]:
+    """Refuse (ConfigError, exit 1) to bind a non-loopback address without an API key unless
+    ``insecure_no_auth``; then return the warning to print at start and show on /readyz."""
+    if policy.api_key_env or _is_loopback(host):
+        return []
+    if not insecure_no_auth:
+        raise ConfigError(f"refusing to serve on {host} without an API key: anyone who can "
+                          "reach the port could use the model; pass --api-key-env NAME (NAME "
+                          "holding the key), bind 127.0.0.1, or pass --insecure-no-auth")
+    return [f"serving on {host} with no API key (--insecure-no-auth): anyone who can reach "
+            "this port can call the model; admin routes stay closed"]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a hostname may resolve anywhere: treat it as exposed
+
+
 def register(app: typer.Typer) -> None:
     @app.command("serve", help="Serve a model, variant folder or run's recommended variant "
-                 "over HTTP (batching, priority queue, cache, metrics).")
+                 "over HTTP (batching, priority queue, cache, metrics). Overload protection is "
+                 "on by default: a request with no timeout_ms (and no --timeout-ms) gets the "
+                 "deadline max(50 ms, max_wait_ms + 3 x the measured full-batch service time), "
+                 "shown on /readyz; a request the queue would make later than its deadline is "
+                 "refused at once with 503, and a full queue answers 429.")
     def serve(
-        model: Annotated[str, typer.Argument(help="minilm, a model path, a variant folder, or "
-                                             "a run folder with report.json")],
+        model: Annotated[str | None, typer.Argument(help="minilm, a model path, a variant "
+                                                    "folder, or a run folder with report.json "
+                                                    "(or --stable NAME)")] = None,
         config: Annotated[Path | None, typer.Option("--config", help="serve.yaml")] = None,
         host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
         port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
@@ -122,15 +150,51 @@ def register(app: typer.Typer) -> None:
         redis_url: Annotated[str | None, typer.Option("--redis-url")] = None,
         fast_model: Annotated[str | None, typer.Option(
             "--fast-model", help="cascade: a fast model answering confident inputs")] = None,
+        timeout_ms: Annotated[float | None, typer.Option(
+            "--timeout-ms", help="default per-request deadline in ms (replaces the overload "
+            "bound: max(50 ms, max_wait_ms + 3 full-batch service times))")] = None,
+        api_key_env: Annotated[str | None, typer.Option(
+            "--api-key-env", help="environment variable holding the API key; required on a "
+            "non-loopback --host, and for admin routes (cache purge)")] = None,
+        insecure_no_auth: Annotated[bool, typer.Option(
+            "--insecure-no-auth", help="allow a non-loopback --host without an API key "
+            "(warned at start and on /readyz)")] = False,
+        registry: Annotated[Path | None, typer.Option(
+            "--registry", help="release registry folder (for --stable)")] = None,
+        stable: Annotated[str | None, typer.Option(
+            "--stable", help="serve registry releases: this one answers by default")] = None,
+        canary: Annotated[str | None, typer.Option("--canary", help="canary release")] = None,
+        canary_weight: Annotated[float, typer.Option(
+            "--canary-weight", min=0, max=100, help="percent of traffic to the canary")] = 0.0,
+        shadow: Annotated[str | None, typer.Option(
+            "--shadow", help="release getting a mirrored copy of stable traffic")] = None,
     ) -> None:
         from infertune.cli._common import quiet_libraries
         from infertune.models import load
         from infertune.serve import create_app, run_server
 
+        if stable is not None:  # several registry releases behind the router (issue 15)
+            from infertune.cli.release import serve_releases
+            from infertune.serve.routing import RoutingState
+
+            layers = {"max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
+                      "max_queue": max_queue, "workers": workers, "redis_url": redis_url,
+                      "timeout_ms": timeout_ms, "api_key_env": api_key_env}
+            serve_releases(registry, RoutingState(stable=stable, canary=canary,
+                                                  canary_weight=canary_weight, shadow=shadow),
+                           host=host, port=port, policy_for=lambda recorded: build_policy(
+                               recorded.model_dump(exclude_defaults=True), config, layers),
+                           check_exposure=lambda p: exposure_warnings(host, p, insecure_no_auth))
+            return
+        if model is None:
+            raise ConfigError("name what to serve: a model, variant or run folder, or "
+                              "--registry DIR --stable NAME")
         model_ref, report_policy = resolve_target(model)
         policy = build_policy(report_policy, config, {
             "max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
-            "max_queue": max_queue, "workers": workers, "redis_url": redis_url})
+            "max_queue": max_queue, "workers": workers, "redis_url": redis_url,
+            "timeout_ms": timeout_ms, "api_key_env": api_key_env})
+        warnings = exposure_warnings(host, policy, insecure_no_auth)
         quiet_libraries()
         adapter = load(model_ref)
         fast = load(fast_model) if fast_model else None
@@ -141,10 +205,12 @@ def register(app: typer.Typer) -> None:
         from infertune.hardware import detect
 
         threads = size_model_threads(adapter, policy, detect(with_gpus=False).effective_cores)
-        app_ = create_app(adapter, policy, fast_adapter=fast)
+        app_ = create_app(adapter, policy, fast_adapter=fast, warnings=warnings)
         shown = f", {threads} model thread(s) per worker" if threads else ""
         typer.echo(f"serving {adapter.info.id} ({adapter.info.version}) on http://{host}:{port} "
                    f"— batch<={policy.max_batch_size}, wait<={policy.max_wait_ms} ms, "
                    f"queue<={policy.max_queue}, workers={policy.workers}{shown}; "
                    "/readyz turns 200 after warm-up", err=True)
+        for warning in warnings:
+            typer.echo(f"WARNING: {warning}", err=True)
         run_server(app_, host=host, port=port)

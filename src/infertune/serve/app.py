@@ -5,25 +5,30 @@
 Routes: POST /v1/predict, GET /healthz, GET /readyz, GET /metrics, GET /v1/model,
 POST /v1/cache/purge, GET /openapi.json. With ``policy.api_key_env`` set, every route but
 /healthz and /readyz needs the key (``X-API-Key: KEY`` or ``Authorization: Bearer KEY``).
-Every answer is JSON ``{"error": "one line"}`` on failure and carries ``Server-Timing`` with the
-queue, preprocess, inference and postprocess durations in milliseconds (0 for a stage the
-request did not go through).
+Admin routes (openapi.ADMIN_PATHS) always need it: with no key configured they answer 403.
+Every answer is JSON ``{"error": "one line"}`` on failure (404 and 405 included) and carries
+``Server-Timing`` with the queue, preprocess, inference and postprocess durations in
+milliseconds (0 for a stage the request did not go through). No answer carries a path on the
+server's disk.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import logging
 import os
+import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -33,16 +38,34 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 from infertune.models.base import Adapter
-from infertune.serve.batcher import BatchFailed
+from infertune.serve.batcher import BatchFailed, InputFailed
 from infertune.serve.metrics import STAGES, ServeMetrics
-from infertune.serve.openapi import openapi_schema
+from infertune.serve.openapi import (
+    ADMIN_PATHS,
+    OPEN_PATHS,
+    HealthBody,
+    ModelCard,
+    ModelRef,
+    PredictResponse,
+    PurgeResponse,
+    ReadyBody,
+    openapi_schema,
+)
 from infertune.serve.queue import Rejected
 from infertune.serve.runtime import ServeRuntime
-from infertune.serve.validate import BadRequest, check_inputs, parse_predict, parse_purge
+from infertune.serve.validate import (
+    BadRequest,
+    check_inputs,
+    parse_predict,
+    parse_purge,
+    request_model,
+)
 from infertune.serve.warmup import prime_on_this_thread
 
 log = logging.getLogger("infertune.serve")
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+# an absolute path in a message (e.g. an exception from a model loader) -> its last part
+_ABS_PATH = re.compile(r"(?<![\w.:])(?:/[^\s/'\"]+){2,}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 
 
 def server_timing(timings: Mapping[str, float]) -> str:
@@ -53,12 +76,14 @@ def server_timing(timings: Mapping[str, float]) -> str:
 def create_app(adapter: Adapter, policy: ServePolicy | None = None, *,
                clock: Callable[[], float] = time.monotonic, registry: Any = None,
                redis: Any = None, fast_adapter: Adapter | None = None,
-               environ: Mapping[str, str] | None = None) -> Starlette:
+               environ: Mapping[str, str] | None = None,
+               warnings: Sequence[str] = ()) -> Starlette:
     """The serving app for ``adapter`` (with ``policy.warmup``, one small forward runs on the
     calling thread first: see warmup.prime_on_this_thread). ``registry``: a prometheus
     CollectorRegistry (a new one by default); ``redis``: a redis.asyncio client (else one from
     ``policy.redis_url``); ``fast_adapter``: the cascade's fast model; ``environ``: where the
-    API key is read (os.environ by default)."""
+    API key is read (os.environ by default); ``warnings``: shown on /readyz (e.g. the CLI's
+    note that the server is exposed without a key)."""
     policy = policy or ServePolicy()
     if policy.warmup:
         prime_on_this_thread(adapter)
@@ -68,7 +93,8 @@ def create_app(adapter: Adapter, policy: ServePolicy | None = None, *,
     runtime = ServeRuntime(adapter, policy, clock=clock, metrics=metrics, redis=redis,
                            fast_adapter=fast_adapter)
     api_key = _api_key(policy, os.environ if environ is None else environ)
-    handlers = _Handlers(runtime, policy, clock)
+    handlers = _Handlers(runtime, policy, clock, secured=api_key is not None,
+                         warnings=list(warnings))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -88,7 +114,8 @@ def create_app(adapter: Adapter, policy: ServePolicy | None = None, *,
         Route("/openapi.json", handlers.openapi, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[Middleware(GuardMiddleware, api_key=api_key)])
+                    middleware=[Middleware(GuardMiddleware, api_key=api_key)],
+                    exception_handlers={HTTPException: _http_error})
     app.state.runtime = runtime
     app.state.metrics = metrics
     return app
@@ -106,17 +133,31 @@ def _api_key(policy: ServePolicy, environ: Mapping[str, str]) -> str | None:
 
 def _error(status: int, message: str, timings: Mapping[str, float] | None = None,
            headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status,
+    return JSONResponse({"error": safe_message(message)}, status_code=status,
                         headers={"Server-Timing": server_timing(timings or {}), **(headers or {})})
+
+
+def safe_message(message: str) -> str:
+    """One line, with no absolute path of the server's disk in it."""
+    one_line = _CONTROL.sub(" ", message).strip()
+    return _ABS_PATH.sub(lambda m: PurePosixPath(m.group(0)).name, one_line)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
 
 
 class _Handlers:
     def __init__(self, runtime: ServeRuntime, policy: ServePolicy,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], *, secured: bool, warnings: list[str]) -> None:
         self.runtime = runtime
         self.policy = policy
         self.clock = clock
-        self.manifest = _manifest(runtime.adapter)
+        self.request_model = request_model(runtime.adapter, policy)
+        self.card = model_card(runtime.adapter).model_dump(mode="json")
+        self.document = openapi_schema(self.request_model, secured=secured)
+        self.warnings = warnings
 
     async def predict(self, request: Request) -> Response:
         arrived = self.clock()
@@ -134,8 +175,9 @@ class _Handlers:
     async def _predict(self, request: Request, arrived: float) -> Response:
         m = self.runtime.metrics
         try:
-            body = await _read_limited(request, self.policy.max_request_bytes)
-            req = parse_predict(body, self.policy)
+            body = await _read_limited(request, self.policy.max_request_bytes,
+                                       self.policy.body_timeout_s)
+            req = parse_predict(body, self.policy, self.request_model)
             check_inputs(req.inputs, self.runtime.adapter, self.policy)
             result = await self.runtime.predict(req, arrived)
         except BadRequest as exc:
@@ -144,67 +186,105 @@ class _Handlers:
         except Rejected as exc:
             retry = {"Retry-After": str(int(exc.retry_after_s))} if exc.retry_after_s else {}
             return _error(exc.status, str(exc), headers=retry)
+        except InputFailed as exc:
+            return _error(422, str(exc))
         except BatchFailed as exc:
             return _error(500, str(exc))
         except Exception as exc:  # noqa: BLE001 - one bad request must not take the server down
             log.exception("predict failed")
             m.errors.labels(type=f"internal_{type(exc).__name__}").inc()
             return _error(500, f"internal error: {type(exc).__name__}; see the server log")
-        body_out = {"outputs": result.outputs, "model": self.runtime.model,
-                    "cached": result.cached}
-        return JSONResponse(body_out, headers={"Server-Timing": server_timing(result.timings)})
+        body_out = PredictResponse(outputs=result.outputs, model=ModelRef(**self.runtime.model),
+                                   cached=result.cached)
+        return JSONResponse(body_out.model_dump(mode="json"),
+                            headers={"Server-Timing": server_timing(result.timings)})
 
     async def healthz(self, request: Request) -> Response:
-        return JSONResponse({"status": "alive"})
+        return JSONResponse(HealthBody(status="alive").model_dump())
 
     async def readyz(self, request: Request) -> Response:
-        if self.runtime.ready:
-            return JSONResponse({"status": "ready", "model": self.runtime.model})
-        reason = self.runtime.warmup_error or "warming up"
-        return _error(503, reason)
+        if not self.runtime.ready:
+            reason = self.runtime.warmup_error or "warming up"
+            return _error(503, "; ".join([reason, *self.warnings]))
+        deadline = self.runtime.default_deadline_s()
+        body = ReadyBody(status="ready", model=ModelRef(**self.runtime.model),
+                         default_deadline_ms=None if deadline is None else deadline * 1000,
+                         warnings=self.warnings)
+        return JSONResponse(body.model_dump(mode="json"))
 
     async def metrics(self, request: Request) -> Response:
         return Response(self.runtime.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     async def model(self, request: Request) -> Response:
-        return JSONResponse(self.manifest)
+        return JSONResponse(self.card)
 
     async def purge(self, request: Request) -> Response:
         try:
-            layer = parse_purge(await _read_limited(request, 4096))
+            body = await _read_limited(request, 4096, self.policy.body_timeout_s)
+            asked = parse_purge(body)
         except BadRequest as exc:
             return _error(exc.status, str(exc))
         assert self.runtime.cache is not None
-        return JSONResponse({"purged": await self.runtime.cache.purge(layer)})
+        purged = await self.runtime.cache.purge(asked.layer, asked.scope)
+        log.warning("cache purged: scope=%s layer=%s %s", asked.scope, asked.layer, purged)
+        return JSONResponse(PurgeResponse(scope=asked.scope, purged=purged).model_dump())
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi_schema())
+        return JSONResponse(self.document)
 
 
-def _manifest(adapter: Adapter) -> dict[str, Any]:
-    """The variant's manifest.json when the model came from a variant folder, else ModelInfo."""
-    source = Path(adapter.info.source) if adapter.info.source else None
+def model_card(adapter: Adapter) -> ModelCard:
+    """The model's identity for /v1/model, with the variant's manifest.json when it came from a
+    variant folder; never the server's paths (``source`` and ``tokenizer_dir`` are left out,
+    absolute paths inside the manifest are cut to their last part)."""
+    info = adapter.info
+    manifest = None
+    source = Path(info.source) if info.source else None
     if source is not None and (source / "manifest.json").is_file():
         try:
-            return json.loads((source / "manifest.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            log.warning("cannot read %s/manifest.json; showing model info", source)
-    return adapter.info.to_dict()
+            manifest = _scrub_paths(json.loads((source / "manifest.json").read_text()))
+        except (OSError, ValueError):
+            log.warning("cannot read %s/manifest.json; showing model info only", source)
+    return ModelCard(id=info.id, version=info.version, kind=info.kind, task=info.task,
+                     runtime=info.runtime, precision=info.precision,
+                     input_names=list(info.input_names), max_length=info.max_length,
+                     max_position=info.max_position,
+                     manifest=manifest if isinstance(manifest, dict) else None)
 
 
-async def _read_limited(request: Request, limit: int) -> bytes:
-    """The body, refusing (413) anything over ``limit`` bytes before reading all of it."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+def _scrub_paths(value: Any) -> Any:
+    if isinstance(value, str):
+        if PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute() or (
+                value.startswith("~")):
+            return PurePosixPath(value.replace("\\", "/")).name
+        return value
+    if isinstance(value, list):
+        return [_scrub_paths(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub_paths(v) for k, v in value.items()}
+    return value
+
+
+async def _read_limited(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The body, refusing (413) anything over ``limit`` bytes before reading all of it, and
+    (408) a body that has not fully arrived within ``timeout_s``."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise BadRequest(413, f"request body is {int(declared)} bytes; the limit is {limit}; "
                          "send fewer or shorter inputs")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(413, f"request body is over the {limit}-byte limit; send fewer or "
-                             "shorter inputs")
-        chunks.append(chunk)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise BadRequest(413, f"request body is over the {limit}-byte limit; send "
+                                     "fewer or shorter inputs")
+                chunks.append(chunk)
+    except TimeoutError as exc:
+        raise BadRequest(408, f"the request body did not arrive within {timeout_s:g} s "
+                         f"({size} bytes received); send it at once") from exc
     return b"".join(chunks)
 
 
@@ -220,7 +300,14 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.api_key and scope["path"] not in OPEN_PATHS and not self._authorised(scope):
+        path = scope["path"]
+        if not self.api_key and path in ADMIN_PATHS:
+            response = _error(403, f"{path} is an admin route and needs an API key; serve with "
+                              "--api-key-env NAME (api_key_env in the policy), NAME holding the "
+                              "key")
+            await response(scope, receive, send)
+            return
+        if self.api_key and path not in OPEN_PATHS and not self._authorised(scope):
             response = _error(401, "missing or wrong API key; send X-API-Key: <key> or "
                               "Authorization: Bearer <key>")
             await response(scope, receive, send)

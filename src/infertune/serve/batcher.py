@@ -6,9 +6,15 @@ since that first request was *enqueued* — a request that already waited while 
 busy is not made to wait again. Up to ``workers`` batches run at once, each in a worker thread,
 so the event loop keeps accepting, caching and shedding while the model computes.
 
-A batch that fails answers every request in it with BatchFailed (and counts it); other
-batches never see the failure. The number of outputs is checked against the number of inputs
-so a model that drops a row cannot give one caller another caller's answer.
+A batch that fails is counted and each of its requests is run again alone, so a model that
+raises on some inputs fails only the requests holding them (InputFailed, a 4xx: the inputs
+failed on their own); the rest of the batch is answered. The number of outputs is checked
+against the number of inputs so a model that drops a row cannot give one caller another
+caller's answer (BatchFailed, a 500).
+
+Service time is tracked per batch as an EWMA, and separately for batches at least half the
+maximum size (seeded by the warm-up's full-size batches), which is what a request waits for
+behind a queue under load; ``wait_estimate`` turns it into an admission estimate.
 """
 
 from __future__ import annotations
@@ -27,6 +33,14 @@ from infertune.serve.queue import RequestQueue, WorkItem
 
 class BatchFailed(Exception):
     """The model call for a whole batch failed; every request in it gets this."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+class InputFailed(Exception):
+    """The model raised on this request's inputs when they were run alone."""
 
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(message)
@@ -78,10 +92,32 @@ class Batcher:
         self._executor = executor or ThreadPoolExecutor(workers, thread_name_prefix="infer")
         self._own_executor = executor is None
         self._running: set[asyncio.Task[None]] = set()
+        self._workers = workers
+        self._busy = 0  # batches running now
         self._service_s = 0.0  # EWMA of dispatch-to-answer seconds per batch
+        self._full_s = 0.0  # the same, over batches of at least half the maximum size
+        self.busy_s = 0.0  # model seconds summed over batches: the workers' busy time
 
     def service_estimate(self) -> float:
         return self._service_s
+
+    def batch_estimate(self) -> float:
+        """Expected seconds for a batch under load: the larger of the full-batch and the
+        all-batch estimates (0 until a batch ran or the warm-up seeded it)."""
+        return max(self._full_s, self._service_s)
+
+    def seed_estimate(self, full_batch_s: float) -> None:
+        """Start the full-batch estimate from a measured warm-up batch of the maximum size."""
+        if full_batch_s > 0 and self._full_s == 0:
+            self._full_s = full_batch_s
+
+    def wait_estimate(self, inputs: int) -> float:
+        """Seconds until a request is answered with ``inputs`` queued ahead of and including
+        it: the batches they fill, spread over the workers, plus the batch running now when
+        every worker is busy."""
+        rounds = math.ceil(math.ceil(max(1, inputs) / self.max_batch_size) / self._workers)
+        running = 1 if self._busy >= self._workers else 0
+        return (rounds + running) * self.batch_estimate()
 
     def run_in_worker(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Run ``fn`` on the model's worker threads (warm-up and the cascade's fast model)."""
@@ -130,28 +166,58 @@ class Batcher:
 
     async def _execute(self, batch: list[WorkItem]) -> None:
         start = self._clock()
+        self._busy += 1
         for item in batch:
             item.dispatched_at = start
         inputs = [x for item in batch for x in item.inputs]
         self._metrics.batch_size.observe(len(inputs))
         try:
-            outputs, timings = await self.run_in_worker(run_stages, self.adapter, inputs,
-                                                        self._clock)
-            if len(outputs) != len(inputs):
-                raise BatchFailed("OutputCountMismatch", f"the model returned {len(outputs)} "
-                                  f"outputs for {len(inputs)} inputs")
+            try:
+                outputs, timings = await self._run(inputs)
+            finally:
+                self._update_estimate(self._clock() - start, len(inputs))
+            self._answer(batch, outputs, timings)
         except Exception as exc:  # noqa: BLE001 - any model failure must answer every waiter
-            failure = exc if isinstance(exc, BatchFailed) else BatchFailed(
-                type(exc).__name__, f"model call failed for a batch of {len(inputs)} inputs: "
-                f"{type(exc).__name__}")
+            failure = _as_batch_failure(exc, len(inputs))
             self._metrics.errors.labels(type=f"batch_{failure.error_type}").inc()
-            for item in batch:
-                item.settle(error=failure)
-            return
+            await self._run_alone(batch, failure)
         finally:
+            self._busy -= 1
             self._slots.release()
-            self._update_estimate(self._clock() - start)
-        self._answer(batch, outputs, timings)
+
+    async def _run(self, inputs: list[Any]) -> tuple[list[Any], dict[str, float]]:
+        outputs, timings = await self.run_in_worker(run_stages, self.adapter, inputs,
+                                                    self._clock)
+        if len(outputs) != len(inputs):
+            raise BatchFailed("OutputCountMismatch", f"the model returned {len(outputs)} "
+                              f"outputs for {len(inputs)} inputs")
+        return outputs, timings
+
+    async def _run_alone(self, batch: list[WorkItem], failure: BatchFailed) -> None:
+        """After a batch failed: each request again on its own, so only the requests whose
+        inputs make the model raise get an error."""
+        for item in batch:
+            if item.future.done():
+                continue  # its caller has gone (deadline abandoned)
+            try:
+                if len(batch) == 1:
+                    raise failure
+                outputs, timings = await self._run(item.inputs)
+            except BatchFailed as exc:
+                if exc.error_type == "OutputCountMismatch":
+                    item.settle(error=exc)
+                    continue
+                self._input_failed(item, exc.error_type)
+            except Exception as exc:  # noqa: BLE001 - this request's inputs fail on their own
+                self._input_failed(item, type(exc).__name__)
+            else:
+                self._answer([item], outputs, timings)
+
+    def _input_failed(self, item: WorkItem, error_type: str) -> None:
+        self._metrics.errors.labels(type=f"input_{error_type}").inc()
+        item.settle(error=InputFailed(error_type, f"the model raised {error_type} on this "
+                                      f"request's {len(item.inputs)} input(s), run on their "
+                                      "own; check or change these inputs"))
 
     def _answer(self, batch: list[WorkItem], outputs: list[Any],
                 timings: dict[str, float]) -> None:
@@ -163,6 +229,20 @@ class Batcher:
                                      batch_size=len(outputs)))
             offset += n
 
-    def _update_estimate(self, seconds: float) -> None:
+    def _update_estimate(self, seconds: float, size: int) -> None:
+        self.busy_s += seconds
         # An EWMA reacts within a few batches to a slower model without jumping on one outlier.
-        self._service_s = seconds if self._service_s == 0 else 0.8 * self._service_s + 0.2 * seconds
+        self._service_s = _ewma(self._service_s, seconds)
+        if 2 * size >= self.max_batch_size:
+            self._full_s = _ewma(self._full_s, seconds)
+
+
+def _ewma(current: float, sample: float) -> float:
+    return sample if current == 0 else 0.8 * current + 0.2 * sample
+
+
+def _as_batch_failure(exc: Exception, size: int) -> BatchFailed:
+    if isinstance(exc, BatchFailed):
+        return exc
+    return BatchFailed(type(exc).__name__, f"model call failed for a batch of {size} inputs: "
+                       f"{type(exc).__name__}")

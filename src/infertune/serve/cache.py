@@ -4,6 +4,10 @@ A key is the SHA-256 of (model id, model version, the request parameters that ch
 output, the canonical JSON of one input). The version is a content hash of the model files,
 so a new model version computes new keys and can never read the old version's entries.
 
+In Redis a key lives under ``infertune:cache:<model token>:<version token>:`` (tokens are hex
+digests of the model id and version, so no glob character can reach a SCAN pattern), which is
+what lets a purge be scoped to one version, one model, or everything.
+
 Redis is optional and never on the critical path: every call has a short socket timeout; a
 failure is counted, and the layer is skipped for a backoff interval (doubling up to a cap)
 before the next try, so a dead Redis costs one timeout per interval, not one per request.
@@ -16,10 +20,15 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 MISS: Any = object()  # outputs may be any JSON value, so a miss is a sentinel, not None
 REDIS_PREFIX = "infertune:cache:"
+PurgeScope = Literal["version", "model", "all"]
+
+
+def _token(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def cache_key(model_id: str, version: str, params: dict[str, Any], item: Any) -> str:
@@ -71,8 +80,11 @@ class RedisCache:
 
     def __init__(self, client: Any, ttl_s: float, clock: Callable[[], float], *,
                  on_error: Callable[[], None] = lambda: None,
-                 backoff_s: float = 0.05, max_backoff_s: float = 2.0) -> None:
+                 backoff_s: float = 0.05, max_backoff_s: float = 2.0,
+                 model_id: str = "", version: str = "") -> None:
         self.client = client
+        self._model_prefix = f"{REDIS_PREFIX}{_token(model_id)}:"
+        self._prefix = f"{self._model_prefix}{_token(version)}:"
         self.ttl_s = ttl_s
         self._clock = clock
         self._on_error = on_error
@@ -91,7 +103,7 @@ class RedisCache:
         if not keys or not self.available:
             return [MISS] * len(keys)
         try:
-            raw = await self.client.mget([REDIS_PREFIX + k for k in keys])
+            raw = await self.client.mget([self._prefix + k for k in keys])
         except Exception:  # noqa: BLE001 - any client/network error: serve without Redis
             self._failed()
             return [MISS] * len(keys)
@@ -105,17 +117,19 @@ class RedisCache:
         try:
             async with self.client.pipeline(transaction=False) as pipe:
                 for key, value in pairs:
-                    pipe.set(REDIS_PREFIX + key, json.dumps(value), px=ttl_ms)
+                    pipe.set(self._prefix + key, json.dumps(value), px=ttl_ms)
                 await pipe.execute()
         except Exception:  # noqa: BLE001 - a failed write only costs a future miss
             self._failed()
             return
         self._succeeded()
 
-    async def purge(self) -> int:
-        """Delete every infertune cache entry (all models); -1 when Redis is unreachable."""
+    async def purge(self, scope: PurgeScope) -> int:
+        """Delete this version's, this model's or every model's entries (``scope``); the
+        count deleted, or -1 when Redis is unreachable."""
+        prefix = {"version": self._prefix, "model": self._model_prefix, "all": REDIS_PREFIX}[scope]
         try:
-            keys = [k async for k in self.client.scan_iter(match=REDIS_PREFIX + "*", count=500)]
+            keys = [k async for k in self.client.scan_iter(match=prefix + "*", count=500)]
             if keys:
                 await self.client.delete(*keys)
         except Exception:  # noqa: BLE001
@@ -181,10 +195,12 @@ class LayeredCache:
         if self.redis is not None:
             await self.redis.put_many(pairs)
 
-    async def purge(self, layer: str) -> dict[str, int]:
+    async def purge(self, layer: str, scope: PurgeScope) -> dict[str, int]:
+        """Entries deleted per layer. The LRU belongs to this app, so it holds only this model
+        version's entries and any scope clears it."""
         purged: dict[str, int] = {}
         if layer in ("lru", "all"):
             purged["lru"] = self.lru.clear()
         if layer in ("redis", "all") and self.redis is not None:
-            purged["redis"] = await self.redis.purge()
+            purged["redis"] = await self.redis.purge(scope)
         return purged

@@ -1,96 +1,158 @@
-"""The OpenAPI 3.1 description of the serving API, written by hand (starlette has no schema
-generator); a test checks that its paths and methods are exactly the app's routes."""
+"""The serving API's bodies as pydantic models, and the OpenAPI 3.1 document generated from them.
+
+The request schemas come from the very classes that validate requests (serve/validate.py), and
+the handlers build their answers with the response models below, so the document cannot drift
+from the server. Security appears only when an API key is configured, on exactly the routes
+the guard protects; without a key the admin routes are documented as 403.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-_ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
-_TIMING_HEADER = {
-    "Server-Timing": {
-        "description": "queue, preprocess, inference and postprocess durations in ms",
-        "schema": {"type": "string"},
-    }
+from pydantic import BaseModel, ConfigDict, Field
+
+from infertune.serve.validate import PredictRequest, PurgeRequest
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # never need the key
+ADMIN_PATHS = frozenset({"/v1/cache/purge"})  # always need the key (403 when none is set)
+REF = "#/components/schemas/{model}"
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="one line: the problem and the fix")
+
+
+class ModelRef(BaseModel):
+    id: str
+    version: str
+
+
+class PredictResponse(BaseModel):
+    outputs: list[Any] = Field(description="one output per input, in order")
+    model: ModelRef
+    cached: list[bool] = Field(description="per input: answered from the cache")
+
+
+class HealthBody(BaseModel):
+    status: Literal["alive"]
+
+
+class ReadyBody(BaseModel):
+    status: Literal["ready"]
+    model: ModelRef
+    default_deadline_ms: float | None = Field(description=(
+        "deadline of a request that names no timeout_ms (None until a service time is known)"))
+    warnings: list[str] = Field(description="e.g. serving on a public address without a key")
+
+
+class ModelCard(BaseModel):
+    """What /v1/model shows: the model's identity, never a path on the server's disk."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    version: str
+    kind: str
+    task: str
+    runtime: str
+    precision: str
+    input_names: list[str]
+    max_length: int | None = None
+    max_position: int | None = None
+    manifest: dict[str, Any] | None = Field(default=None, description=(
+        "the variant's manifest.json, absolute paths reduced to their last part"))
+
+
+class PurgeResponse(BaseModel):
+    scope: Literal["version", "model", "all"]
+    purged: dict[str, int] = Field(description="entries deleted per layer; -1: unreachable")
+
+
+_ERRORS = {
+    400: "body is not JSON, nests too deep, or holds an invalid number or Unicode escape",
+    401: "missing or wrong API key",
+    403: "admin route, and no API key is configured (serve with --api-key-env)",
+    408: "the request body did not arrive in time",
+    413: "request or input too large",
+    422: "invalid field or input (or the model failed on these inputs alone)",
+    429: "queue full; see Retry-After",
+    500: "the model returned the wrong number of outputs",
+    503: "shed: overloaded, deadline cannot be met, or shutting down; see Retry-After",
 }
+_TIMING = {"Server-Timing": {"description": "queue, preprocess, inference and postprocess "
+                             "durations in ms", "schema": {"type": "string"}}}
+_RETRY = {"Retry-After": {"description": "seconds", "schema": {"type": "string"}}}
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "headers": _TIMING_HEADER,
-            "content": {"application/json": {"schema": _ERROR}}}
+def openapi_schema(request_model: type[PredictRequest] = PredictRequest, *,
+                   secured: bool = False, title: str = "infertune serve",
+                   version: str = "1") -> dict[str, Any]:
+    """The document for an app whose predict bodies validate with ``request_model``;
+    ``secured``: an API key is configured."""
+    schemas: dict[str, Any] = {}
+    ref = {name: _ref(model, schemas) for name, model in (
+        ("predict", request_model), ("purge", PurgeRequest), ("error", ErrorBody),
+        ("predicted", PredictResponse), ("health", HealthBody), ("ready", ReadyBody),
+        ("card", ModelCard), ("purged", PurgeResponse))}
 
+    def op(summary: str, ok: dict[str, Any], codes: tuple[int, ...], path: str,
+           body: str | None = None) -> dict[str, Any]:
+        guarded = path not in OPEN_PATHS and (secured or path in ADMIN_PATHS)
+        codes = codes + ((401,) if secured and guarded else ())
+        codes = codes + ((403,) if path in ADMIN_PATHS and not secured else ())
+        out: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **{
+            str(c): _json(_ERRORS[c], ref["error"], retry=c in (429, 503))
+            for c in sorted(codes)}}}
+        if secured and guarded:
+            out["security"] = [{"apiKey": []}, {"bearer": []}]
+        if body is not None:
+            out["requestBody"] = {"required": True,
+                                  "content": {"application/json": {"schema": ref[body]}}}
+        return out
 
-PREDICT_REQUEST = {
-    "type": "object",
-    "required": ["inputs"],
-    "additionalProperties": False,
-    "properties": {
-        "inputs": {"type": "array", "minItems": 1, "items": {},
-                   "description": "one item per input: a string for text models, an array "
-                   "(or an object of arrays by input name) for tensor models"},
-        "priority": {"enum": ["high", "normal", "low"], "default": "normal"},
-        "timeout_ms": {"type": "number", "exclusiveMinimum": 0,
-                       "description": "deadline; default from the serving policy"},
-        "tier": {"enum": ["fast", "standard", "quality"], "default": "standard"},
-    },
-}
-PREDICT_RESPONSE = {
-    "type": "object",
-    "required": ["outputs", "model", "cached"],
-    "properties": {
-        "outputs": {"type": "array", "items": {}},
-        "model": {"type": "object", "properties": {"id": {"type": "string"},
-                                                   "version": {"type": "string"}}},
-        "cached": {"type": "array", "items": {"type": "boolean"}},
-    },
-}
-
-
-def _json_ok(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"description": description, "headers": _TIMING_HEADER,
-            "content": {"application/json": {"schema": schema or {"type": "object"}}}}
-
-
-def openapi_schema(title: str = "infertune serve", version: str = "1") -> dict[str, Any]:
-    secured = [{"apiKey": []}, {"bearer": []}]
-    return {
+    doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
-        "components": {"securitySchemes": {
+        "paths": {
+            "/v1/predict": {"post": op("Run the model on a list of inputs",
+                                       _json("outputs, one per input", ref["predicted"]),
+                                       (400, 408, 413, 422, 429, 500, 503), "/v1/predict",
+                                       body="predict")},
+            "/healthz": {"get": op("Liveness", _json("alive", ref["health"]), (), "/healthz")},
+            "/readyz": {"get": op("Readiness (after warm-up), the default deadline and "
+                                  "warnings", _json("ready", ref["ready"]), (503,), "/readyz")},
+            "/metrics": {"get": op("Prometheus metrics", {
+                "description": "text exposition", "headers": _TIMING,
+                "content": {"text/plain": {"schema": {"type": "string"}}}}, (), "/metrics")},
+            "/v1/model": {"get": op("The served model's identity (and variant manifest)",
+                                    _json("model card", ref["card"]), (), "/v1/model")},
+            "/v1/cache/purge": {"post": op("Purge cache entries: this version, this model, or "
+                                           "all (admin)", _json("entries purged per layer",
+                                                                ref["purged"]),
+                                           (400, 408, 413, 422), "/v1/cache/purge",
+                                           body="purge")},
+            "/openapi.json": {"get": op("This document", _json("OpenAPI 3.1", {"type": "object"}),
+                                        (), "/openapi.json")},
+        },
+        "components": {"schemas": schemas},
+    }
+    if secured:
+        doc["components"]["securitySchemes"] = {
             "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
             "bearer": {"type": "http", "scheme": "bearer"},
-        }},
-        "paths": {
-            "/v1/predict": {"post": {
-                "summary": "Run the model on a list of inputs",
-                "security": secured,
-                "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": PREDICT_REQUEST}}},
-                "responses": {
-                    "200": _json_ok("outputs, one per input", PREDICT_RESPONSE),
-                    "400": _error("body is not JSON"),
-                    "401": _error("missing or wrong API key"),
-                    "413": _error("request or input too large"),
-                    "422": _error("invalid field or input"),
-                    "429": _error("queue full; see Retry-After"),
-                    "500": _error("the model failed on this request's batch"),
-                    "503": _error("shed: deadline cannot be met, or shutting down"),
-                },
-            }},
-            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json_ok("alive")}}},
-            "/readyz": {"get": {"summary": "Readiness (after warm-up)", "responses": {
-                "200": _json_ok("ready"), "503": _error("warming up")}}},
-            "/metrics": {"get": {"summary": "Prometheus metrics", "security": secured,
-                                 "responses": {"200": {"description": "text exposition"}}}},
-            "/v1/model": {"get": {"summary": "The served variant's manifest (or model info)",
-                                  "security": secured, "responses": {"200": _json_ok("manifest")}}},
-            "/v1/cache/purge": {"post": {
-                "summary": "Purge the cache (admin)", "security": secured,
-                "requestBody": {"required": False, "content": {"application/json": {"schema": {
-                    "type": "object",
-                    "properties": {"layer": {"enum": ["lru", "redis", "all"]}}}}}},
-                "responses": {"200": _json_ok("entries purged per layer")},
-            }},
-            "/openapi.json": {"get": {"summary": "This document",
-                                      "responses": {"200": _json_ok("OpenAPI 3.1")}}},
-        },
-    }
+        }
+    return doc
+
+
+def _ref(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, str]:
+    schema = model.model_json_schema(ref_template=REF)
+    schemas.update(schema.pop("$defs", {}))
+    name = model.__name__
+    schemas[name] = schema
+    return {"$ref": REF.format(model=name)}
+
+
+def _json(description: str, schema: dict[str, Any], retry: bool = False) -> dict[str, Any]:
+    return {"description": description, "headers": {**_TIMING, **(_RETRY if retry else {})},
+            "content": {"application/json": {"schema": schema}}}

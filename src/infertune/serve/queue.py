@@ -5,6 +5,9 @@ Rules, in the order a request meets them:
 - A full queue answers at once: a new request displaces the newest queued request of a
   strictly lower priority (low is shed first), or, when none is lower, is itself refused with
   429 and a Retry-After estimate.
+- A request with a deadline that the queue ahead of it already makes impossible (the wait
+  estimate for the inputs queued at its priority or above, plus its own batch) is shed at once
+  with 503: under overload the excess is refused immediately instead of queueing to time out.
 - Every queued request with a deadline carries its own timer (``loop.call_later``), set to fire
   when the deadline can no longer be met (deadline minus the current service-time estimate).
   It sheds the request with 503 even while no batch is forming, so a stalled model never turns
@@ -33,6 +36,7 @@ class ShedReason(StrEnum):
     QUEUE_FULL = "queue_full"
     DISPLACED = "displaced"
     DEADLINE = "deadline"
+    OVERLOAD = "overload"  # refused at admission: the queue ahead already outlasts the deadline
     SHUTTING_DOWN = "shutting_down"
 
 
@@ -78,15 +82,20 @@ class RequestQueue:
 
     ``service_estimate`` returns the current expected seconds from dispatch to answer; the
     deadline timers use it to shed a request as soon as its deadline cannot be met.
+    ``wait_estimate(n)`` (optional) returns the expected seconds from now until a request is
+    answered when ``n`` inputs (its own included) are queued at its priority or above; a
+    request whose deadline is nearer than that is refused at admission.
     """
 
     def __init__(self, max_size: int, *, clock: Callable[[], float],
                  service_estimate: Callable[[], float],
                  on_shed: Callable[[ShedReason], None] = lambda reason: None,
-                 on_depth: Callable[[int], None] = lambda depth: None) -> None:
+                 on_depth: Callable[[int], None] = lambda depth: None,
+                 wait_estimate: Callable[[int], float] | None = None) -> None:
         self.max_size = max_size
         self._clock = clock
         self._service_estimate = service_estimate
+        self._wait_estimate = wait_estimate
         self._on_shed = on_shed
         self._on_depth = on_depth
         self._classes: dict[Priority, deque[WorkItem]] = {p: deque() for p in PRIORITIES}
@@ -115,6 +124,12 @@ class RequestQueue:
         if delay is not None and delay <= 0:
             self._shed_count(ShedReason.DEADLINE)
             raise Rejected(ShedReason.DEADLINE, _deadline_message(self._service_estimate()), 503)
+        if item.deadline is not None and self._wait_estimate is not None:
+            wait = self._wait_estimate(self.inputs_ahead(item.priority) + len(item.inputs))
+            if self._clock() + wait > item.deadline:
+                self._shed_count(ShedReason.OVERLOAD)
+                raise Rejected(ShedReason.OVERLOAD, _overload_message(wait), 503,
+                               retry_after_s=self.retry_after())
         if len(self) >= self.max_size:
             victim = self._lowest_below(item.priority)
             if victim is None:
@@ -133,6 +148,11 @@ class RequestQueue:
             item.timer = loop.call_later(delay, self._expire, item)
         self._arrived.set()
         self._on_depth(len(self))
+
+    def inputs_ahead(self, priority: Priority) -> int:
+        """Inputs queued that would be served before a new request of ``priority``."""
+        rank = PRIORITIES.index(priority)
+        return sum(len(item.inputs) for p in PRIORITIES[:rank + 1] for item in self._classes[p])
 
     def retry_after(self) -> float:
         """Seconds until the queue has likely drained: depth x the batch service estimate (an
@@ -224,3 +244,8 @@ class RequestQueue:
 def _deadline_message(estimate_s: float) -> str:
     return (f"shed before reaching the model: the request's deadline cannot be met (expected "
             f"service time {estimate_s * 1000:.1f} ms); raise timeout_ms or retry later")
+
+
+def _overload_message(wait_s: float) -> str:
+    return (f"overloaded: the queue ahead would take about {wait_s * 1000:.0f} ms, past this "
+            "request's deadline; retry later or raise timeout_ms")

@@ -6,6 +6,13 @@
 ``ServeRuntime.start()`` must run on the serving event loop (the app's lifespan does it); it
 starts the batching loop and warm-up. ``stop()`` refuses new requests, drains the queue and
 waits for running batches, so no accepted request is lost on shutdown.
+
+Overload protection by default: a request with no ``timeout_ms`` (and a policy with none) gets
+the default deadline ``max(50 ms, max_wait_ms + 3 x the full-batch service time)``, measured
+by the warm-up and then tracked by the batcher. The queue refuses at once (503) a request the
+queue ahead would make late, sheds a queued one whose deadline can no longer be met, and a
+request whose model call outlives its deadline by one batch time is answered 503 (the batch
+runs on; its result is dropped) — so under any overload the admitted tail stays near the bound.
 """
 
 from __future__ import annotations
@@ -24,11 +31,14 @@ from infertune.serve.batcher import Batcher, BatchOutcome, run_stages, text_buck
 from infertune.serve.cache import MISS, LayeredCache, LRUCache, RedisCache, cache_key, redis_client
 from infertune.serve.cascade import Cascade, Tier
 from infertune.serve.metrics import STAGES, ServeMetrics
-from infertune.serve.queue import RequestQueue, WorkItem
+from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
 from infertune.serve.validate import PredictRequest
-from infertune.serve.warmup import run_warmup, warmup_batches
+from infertune.serve.warmup import full_batch_seconds, run_warmup, timed_warmup, warmup_batches
 
 log = logging.getLogger("infertune.serve")
+DEFAULT_BOUND_BATCHES = 3  # the batch running now, the one queued ahead, the request's own
+DEFAULT_BOUND_FLOOR_S = 0.050  # event-loop and HTTP jitter on a busy host is a few ms
+ABANDON_GRACE_MIN_S = 0.050
 
 
 @dataclass
@@ -75,13 +85,25 @@ class ServeRuntime:
     def model(self) -> dict[str, str]:
         return {"id": self.adapter.info.id, "version": self.adapter.info.version}
 
+    def default_deadline_s(self) -> float | None:
+        """The deadline of a request that names none: the policy's timeout_ms, else the
+        overload bound (see the module docstring); None before any service time is known."""
+        if self.policy.timeout_ms:
+            return self.policy.timeout_ms / 1000
+        estimate = self.batcher.batch_estimate() if self.batcher is not None else 0.0
+        if estimate <= 0:
+            return None
+        return max(DEFAULT_BOUND_FLOOR_S,
+                   self.policy.max_wait_ms / 1000 + DEFAULT_BOUND_BATCHES * estimate)
+
     async def start(self) -> None:
         m = self.metrics
         self.queue = RequestQueue(
             self.policy.max_queue, clock=self.clock,
-            service_estimate=lambda: self.batcher.service_estimate() if self.batcher else 0.0,
+            service_estimate=lambda: self.batcher.batch_estimate() if self.batcher else 0.0,
             on_shed=lambda reason: m.shed.labels(reason=reason.value).inc(),
-            on_depth=m.queue_depth.set)
+            on_depth=m.queue_depth.set,
+            wait_estimate=lambda n: self.batcher.wait_estimate(n) if self.batcher else 0.0)
         self.batcher = Batcher(self.adapter, self.queue, max_batch_size=self.policy.max_batch_size,
                                max_wait_s=self.policy.max_wait_ms / 1000,
                                workers=self.policy.workers, clock=self.clock, metrics=m)
@@ -100,7 +122,8 @@ class ServeRuntime:
         if client is None:
             return None
         errors = self.metrics.cache_errors.labels(layer="redis")
-        return RedisCache(client, self.policy.redis_ttl_s, self.clock, on_error=errors.inc)
+        return RedisCache(client, self.policy.redis_ttl_s, self.clock, on_error=errors.inc,
+                          model_id=self.adapter.info.id, version=self.adapter.info.version)
 
     async def _warm(self) -> None:
         assert self.batcher is not None
@@ -109,11 +132,14 @@ class ServeRuntime:
             if self.cascade is not None:
                 batches_fast = warmup_batches(self.cascade.fast, self.policy.max_batch_size)
             try:
-                await self.batcher.run_in_worker(run_warmup, self.adapter, batches)
+                times = await self.batcher.run_in_worker(timed_warmup, self.adapter, batches,
+                                                         self.clock)
+                self.batcher.seed_estimate(full_batch_seconds(times, self.policy.max_batch_size))
                 if self.cascade is not None:
                     await self.batcher.run_in_worker(run_warmup, self.cascade.fast, batches_fast)
             except Exception as exc:  # noqa: BLE001 - report on /readyz instead of dying
-                self.warmup_error = f"warm-up failed: {type(exc).__name__}: {exc}"
+                self.warmup_error = f"warm-up failed: {type(exc).__name__}; see the server log"
+                log.exception("warm-up failed")
                 log.error(self.warmup_error)
                 return
         self.ready = True
@@ -180,16 +206,27 @@ class ServeRuntime:
 
     async def _full_pass(self, inputs: list[Any], todo: list[int], request: PredictRequest,
                          arrived: float) -> BatchOutcome:
-        assert self.queue is not None
-        timeout_ms = request.timeout_ms or self.policy.timeout_ms
+        assert self.queue is not None and self.batcher is not None
+        timeout_s = request.timeout_ms / 1000 if request.timeout_ms else self.default_deadline_s()
         texts = [inputs[i] for i in todo]
+        deadline = arrived + timeout_s if timeout_s else None
         item = WorkItem(
-            inputs=texts, priority=request.priority,
-            deadline=arrived + timeout_ms / 1000 if timeout_ms else None,
+            inputs=texts, priority=request.priority, deadline=deadline,
             bucket=text_bucket(texts) if self.adapter.info.kind == "text" else 0,
             enqueued_at=self.clock(), future=asyncio.get_running_loop().create_future())
         self.queue.put(item)
-        return await item.future
+        if deadline is None:
+            return await item.future
+        grace = max(ABANDON_GRACE_MIN_S, self.batcher.batch_estimate())
+        try:
+            return await asyncio.wait_for(item.future, max(0.0, deadline - self.clock()) + grace)
+        except TimeoutError:
+            # the queue's timer sheds a waiting request before this; here the model call itself
+            # is stalled or far slower than measured, and the caller gets an answer anyway
+            self.metrics.errors.labels(type="model_timeout").inc()
+            raise Rejected(ShedReason.DEADLINE, "the model call passed this request's deadline "
+                           "(stalled or far slower than measured); answer abandoned; retry "
+                           "later or raise timeout_ms", 503, retry_after_s=1.0) from None
 
 
 def _add(total: dict[str, float], part: dict[str, float]) -> None:

@@ -7,6 +7,7 @@ batch size moves that cost out of the first users' latency.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from infertune.models.base import Adapter
@@ -48,3 +49,21 @@ def run_warmup(adapter: Adapter, batches: list[list[Any]]) -> int:
     for batch in batches:
         adapter.postprocess(adapter.forward(feeds := adapter.preprocess(batch)), feeds)
     return len(batches)
+
+
+def timed_warmup(adapter: Adapter, batches: list[list[Any]],
+                 clock: Callable[[], float]) -> list[tuple[int, float]]:
+    """run_warmup that also returns (batch size, seconds) per batch: the full-size batches
+    seed the batcher's service estimate, so the default deadline is known before traffic."""
+    times = []
+    for batch in batches:
+        start = clock()
+        adapter.postprocess(adapter.forward(feeds := adapter.preprocess(batch)), feeds)
+        times.append((len(batch), clock() - start))
+    return times
+
+
+def full_batch_seconds(times: list[tuple[int, float]], max_batch_size: int) -> float:
+    """The median time of the warm-up batches of the maximum size (0 when there were none)."""
+    full = sorted(seconds for size, seconds in times if size == max_batch_size)
+    return full[len(full) // 2] if full else 0.0

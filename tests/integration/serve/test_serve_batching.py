@@ -2,7 +2,8 @@
 
 The fake model's forward is held by an Event (``gate``), so every ordering below is decided
 by the test, not by timing: a request is "in the model" once ``entered`` is set, and "queued"
-once the queue-depth gauge says so.
+once the queue-depth gauge says so. Tests that hold the model set a long policy deadline
+(HELD), since the default overload bound would rightly shed requests held that long.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from conftest import metric, running, wait_until
 from infertune.config import ServePolicy
 from infertune.serve import create_app
 from infertune.serve.testing import GatedAdapter
+
+HELD = 60_000.0  # ms: the policy deadline while a test holds the model
 
 
 def _post(url: str, inputs: list, **fields) -> httpx.Response:
@@ -44,7 +47,7 @@ def _hold_model(adapter: GatedAdapter, pool: ThreadPoolExecutor, url: str):
 
 def test_concurrent_requests_form_batches_with_similar_lengths() -> None:
     adapter = GatedAdapter()
-    app = create_app(adapter, ServePolicy(max_batch_size=4, max_wait_ms=50))
+    app = create_app(adapter, ServePolicy(max_batch_size=4, max_wait_ms=50, timeout_ms=HELD))
     with running(app) as url, ThreadPoolExecutor(16) as pool:
         blocker = _hold_model(adapter, pool, url)
         short = [pool.submit(_post, url, [f"s{i}"]) for i in range(6)]
@@ -66,7 +69,7 @@ def test_concurrent_requests_form_batches_with_similar_lengths() -> None:
 
 def test_high_priority_overtakes_low() -> None:
     adapter = GatedAdapter()
-    app = create_app(adapter, ServePolicy(max_batch_size=1, max_wait_ms=0))
+    app = create_app(adapter, ServePolicy(max_batch_size=1, max_wait_ms=0, timeout_ms=HELD))
     with running(app) as url, ThreadPoolExecutor(8) as pool:
         blocker = _hold_model(adapter, pool, url)
         queued = _queue_in_order(app, pool, url, [("low0", "low"), ("low1", "low"),
@@ -78,7 +81,8 @@ def test_high_priority_overtakes_low() -> None:
 
 def test_full_queue_answers_429_at_once_and_sheds_low_first() -> None:
     adapter = GatedAdapter()
-    app = create_app(adapter, ServePolicy(max_batch_size=1, max_wait_ms=0, max_queue=2))
+    policy = ServePolicy(max_batch_size=1, max_wait_ms=0, max_queue=2, timeout_ms=HELD)
+    app = create_app(adapter, policy)
     with running(app) as url, ThreadPoolExecutor(8) as pool:
         blocker = _hold_model(adapter, pool, url)
         lows = _queue_in_order(app, pool, url, [("low0", "low"), ("low1", "low")])
@@ -98,7 +102,7 @@ def test_full_queue_answers_429_at_once_and_sheds_low_first() -> None:
 
 def test_expired_deadline_is_shed_by_its_timer_before_compute() -> None:
     adapter = GatedAdapter()
-    app = create_app(adapter, ServePolicy(max_batch_size=1, max_wait_ms=0))
+    app = create_app(adapter, ServePolicy(max_batch_size=1, max_wait_ms=0, timeout_ms=HELD))
     with running(app) as url, ThreadPoolExecutor(4) as pool:
         blocker = _hold_model(adapter, pool, url)
         late = _post(url, ["needs-an-answer-fast"], timeout_ms=100)
@@ -112,9 +116,9 @@ def test_expired_deadline_is_shed_by_its_timer_before_compute() -> None:
         assert metric(app, "infertune_shed_total", reason="deadline") == 1
 
 
-def test_failing_batch_answers_each_request_and_spares_the_next() -> None:
+def test_failing_batch_is_rerun_alone_so_only_the_bad_request_fails() -> None:
     adapter = GatedAdapter()
-    app = create_app(adapter, ServePolicy(max_batch_size=4, max_wait_ms=50))
+    app = create_app(adapter, ServePolicy(max_batch_size=4, max_wait_ms=50, timeout_ms=HELD))
     with running(app) as url, ThreadPoolExecutor(8) as pool:
         blocker = _hold_model(adapter, pool, url)
         doomed = [pool.submit(_post, url, [t]) for t in ("FAIL-1", "ok-1", "ok-2")]
@@ -122,8 +126,11 @@ def test_failing_batch_answers_each_request_and_spares_the_next() -> None:
         adapter.gate.set()
         assert blocker.result().status_code == 200
         failed = [f.result() for f in doomed]
-        assert [r.status_code for r in failed] == [500, 500, 500]
-        assert all("RuntimeError" in r.json()["error"] for r in failed)
+        assert [r.status_code for r in failed] == [422, 200, 200]
+        assert "RuntimeError" in failed[0].json()["error"]
+        batch, *alone = adapter.seen[1:]  # the batch, then each request on its own
+        assert sorted(batch) == ["FAIL-1", "ok-1", "ok-2"] and alone == [[t] for t in batch]
         after = _post(url, ["ok-after"])
         assert after.status_code == 200 and after.json()["cached"] == [False]
         assert metric(app, "infertune_errors_total", type="batch_RuntimeError") == 1
+        assert metric(app, "infertune_errors_total", type="input_RuntimeError") == 1

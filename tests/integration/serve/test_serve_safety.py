@@ -62,7 +62,8 @@ def test_api_key_guards_every_route_but_health() -> None:
         assert wrong.status_code == 401
         by_header = client.post("/v1/predict", json={"inputs": ["a"]},
                                 headers={"X-API-Key": "s3cret"})
-        by_bearer = client.post("/v1/cache/purge", headers={"Authorization": "Bearer s3cret"})
+        by_bearer = client.post("/v1/cache/purge", json={"scope": "version"},
+                                headers={"Authorization": "Bearer s3cret"})
         assert (by_header.status_code, by_bearer.status_code) == (200, 200)
 
 
@@ -73,7 +74,7 @@ def test_api_key_env_must_be_set() -> None:
 
 def test_readyz_waits_for_warmup_and_model_route_and_openapi_match() -> None:
     adapter = GatedAdapter()
-    app = create_app(adapter, ServePolicy(max_batch_size=4))
+    app = create_app(adapter, ServePolicy(max_batch_size=4, timeout_ms=60_000))
     adapter.gate.clear()  # hold warm-up (which starts with the server) in the model
     adapter.entered.clear()
     with running(app, ready=False) as url, httpx.Client(base_url=url, timeout=10) as client:

@@ -40,7 +40,7 @@ def test_sigterm_drains_fifty_in_flight_requests(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", "from infertune.cli import entry; entry()", "serve",
          "serve_slow_model:factory", "--port", str(port), "--max-batch-size", "8",
-         "--max-wait-ms", "1"],
+         "--max-wait-ms", "1", "--timeout-ms", "60000"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -63,17 +63,25 @@ def test_policy_round_trip_and_limits() -> None:
         ServePolicy(max_request_bytes=10)
 
 
-def test_model_route_shows_a_variant_manifest_else_model_info(tmp_path) -> None:
+def test_model_card_shows_the_manifest_and_no_server_path(tmp_path) -> None:
     import dataclasses
     import json
 
-    from infertune.serve.app import _manifest
+    from infertune.serve.app import model_card
 
-    plain = GatedAdapter()
-    assert _manifest(plain) == plain.info.to_dict()
-    (tmp_path / "manifest.json").write_text(json.dumps({"id": "ort-int8", "runtime": "ort"}))
-    variant = GatedAdapter(info=dataclasses.replace(plain.info, source=str(tmp_path)))
-    assert _manifest(variant) == {"id": "ort-int8", "runtime": "ort"}
+    plain = model_card(GatedAdapter()).model_dump()
+    assert plain["id"] == "fake" and plain["manifest"] is None
+    assert "source" not in plain and "tokenizer_dir" not in plain
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "id": "ort-int8", "runtime": "ort", "tokenizer": str(tmp_path / "tok"),
+        "files": ["model.onnx", "C:\\models\\x.onnx"], "source_model": "~/m/model.onnx"}))
+    info = dataclasses.replace(GatedAdapter().info, source=str(tmp_path),
+                               tokenizer_dir=str(tmp_path / "tok"))
+    card = model_card(GatedAdapter(info=info)).model_dump(mode="json")
+    assert card["manifest"] == {"id": "ort-int8", "runtime": "ort", "tokenizer": "tok",
+                                "files": ["model.onnx", "x.onnx"], "source_model": "model.onnx"}
+    assert str(tmp_path) not in json.dumps(card)
 
 
 def test_cascade_models_reopen_their_onnxruntime_sessions_without_spinning(tmp_path) -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from infertune.serve.batcher import Batcher, BatchFailed, BatchOutcome, text_bucket
+from infertune.serve.batcher import Batcher, BatchOutcome, InputFailed, text_bucket
 from infertune.serve.metrics import ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
 from infertune.serve.testing import GatedAdapter
@@ -83,7 +83,7 @@ def test_text_bucket_is_log2_of_approximate_tokens() -> None:
     assert [text_bucket(["a" * n]) for n in (0, 7, 8, 16, 64, 1000)] == [0, 0, 1, 2, 4, 8]
 
 
-def test_batcher_batches_and_isolates_a_failing_batch() -> None:
+def test_batcher_reruns_a_failed_batch_alone_so_only_the_bad_request_fails() -> None:
     async def scenario() -> None:
         adapter = GatedAdapter()
         metrics = ServeMetrics()
@@ -95,15 +95,20 @@ def test_batcher_batches_and_isolates_a_failing_batch() -> None:
             queue.put(item)
         queue.close()
         await asyncio.wait_for(batcher.run(), 10)
-        assert adapter.seen == [["a", "b", "FAIL"], ["c", "d"]]
-        for item in items[:3]:
-            assert isinstance(item.future.exception(), BatchFailed)
+        # the failed batch is rerun one request at a time: only FAIL's request fails
+        assert adapter.seen == [["a", "b", "FAIL"], ["a"], ["b"], ["FAIL"], ["c", "d"]]
+        assert [item.future.result().outputs[0].shape for item in items[:2]] == [(3,), (3,)]
+        failed = items[2].future.exception()
+        assert isinstance(failed, InputFailed) and failed.error_type == "RuntimeError"
         for item in items[3:]:
             outcome = item.future.result()
             assert isinstance(outcome, BatchOutcome) and outcome.batch_size == 2
             assert set(outcome.timings) == {"queue", "preprocess", "inference", "postprocess"}
         assert metrics.registry.get_sample_value("infertune_batch_size_count") == 2
         assert metrics.registry.get_sample_value("infertune_batch_size_sum") == 5
+        errors = metrics.registry.get_sample_value
+        assert errors("infertune_errors_total", {"type": "batch_RuntimeError"}) == 1
+        assert errors("infertune_errors_total", {"type": "input_RuntimeError"}) == 1
 
     asyncio.run(scenario())
 
