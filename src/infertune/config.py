@@ -56,10 +56,17 @@ class CurrentLatency(_Strict):
     p95_ms: float | None = Field(default=None, ge=0)
     p99_ms: float | None = Field(default=None, ge=0)
     rps: float | None = Field(default=None, ge=0)
+    # generation: time to first token and inter-token latency as measured today
+    ttft_p95_ms: float | None = Field(default=None, ge=0)
+    ttft_p99_ms: float | None = Field(default=None, ge=0)
+    itl_p95_ms: float | None = Field(default=None, ge=0)
+    itl_p99_ms: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> CurrentLatency:
         _check_ordered(self.p50_ms, self.p95_ms, self.p99_ms)
+        _check_token_ordered(self.ttft_p95_ms, self.ttft_p99_ms, self.itl_p95_ms,
+                             self.itl_p99_ms)
         return self
 
 
@@ -67,6 +74,9 @@ class InputShape(_Strict):
     batch_size: int | None = Field(default=None, ge=1)
     seq_len: int | None = Field(default=None, ge=1)
     shape: list[int] | None = None
+    # generation: prompt tokens in and output tokens generated per request
+    prompt_tokens: int | None = Field(default=None, ge=1)
+    output_tokens: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _positive_shape(self) -> InputShape:
@@ -84,15 +94,28 @@ class SLO(_Strict):
     p50_ms: float | None = Field(default=None, gt=0)
     p95_ms: float | None = Field(default=None, gt=0)
     p99_ms: float | None = Field(default=None, gt=0)
+    # generation: time to first token (prefill) and inter-token latency (decode)
+    ttft_p95_ms: float | None = Field(default=None, gt=0)
+    ttft_p99_ms: float | None = Field(default=None, gt=0)
+    itl_p95_ms: float | None = Field(default=None, gt=0)
+    itl_p99_ms: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> SLO:
         _check_ordered(self.p50_ms, self.p95_ms, self.p99_ms)
+        _check_token_ordered(self.ttft_p95_ms, self.ttft_p99_ms, self.itl_p95_ms,
+                             self.itl_p99_ms)
         return self
 
     def targets(self) -> dict[str, float]:
         """The percentile targets that were set, e.g. {"p95": 150.0}."""
         pairs = {"p50": self.p50_ms, "p95": self.p95_ms, "p99": self.p99_ms}
+        return {k: v for k, v in pairs.items() if v is not None}
+
+    def token_targets(self) -> dict[str, float]:
+        """The token-level targets that were set, e.g. {"ttft_p95": 500.0, "itl_p95": 50.0}."""
+        pairs = {"ttft_p95": self.ttft_p95_ms, "ttft_p99": self.ttft_p99_ms,
+                 "itl_p95": self.itl_p95_ms, "itl_p99": self.itl_p99_ms}
         return {k: v for k, v in pairs.items() if v is not None}
 
 
@@ -167,11 +190,12 @@ class Scenario(_Strict):
             "deployment": self.deployment.target is not None,
             "current": any(
                 v is not None for v in (self.current.p50_ms, self.current.p95_ms,
-                                        self.current.p99_ms)
+                                        self.current.p99_ms, self.current.ttft_p95_ms,
+                                        self.current.itl_p95_ms)
             ),
             "hardware": any(v is not None for v in (hw.cpu, hw.gpu, hw.accelerator)),
             "inputs": self.inputs.typical is not None,
-            "slo": bool(self.slo.targets()),
+            "slo": bool(self.slo.targets()) or bool(self.slo.token_targets()),
             "traffic": self.traffic.pattern is not None or self.traffic.mean_rps is not None,
             "constraints": self.constraints.quality_floor is not None
             or self.constraints.cost_ceiling_usd_per_1k is not None,
@@ -262,6 +286,14 @@ def _check_ordered(p50: float | None, p95: float | None, p99: float | None) -> N
             raise ValueError(
                 f"{hi_name} ({hi}) is below {lo_name} ({lo}); percentiles must not decrease"
             )
+
+
+def _check_token_ordered(ttft_p95: float | None, ttft_p99: float | None,
+                         itl_p95: float | None, itl_p99: float | None) -> None:
+    for name, p95, p99 in (("ttft", ttft_p95, ttft_p99), ("itl", itl_p95, itl_p99)):
+        if p95 is not None and p99 is not None and p99 < p95:
+            raise ValueError(f"{name}_p99_ms ({p99}) is below {name}_p95_ms ({p95}); "
+                             "percentiles must not decrease")
 
 
 def _one_line(exc: ValidationError, source: str) -> str:
