@@ -16,13 +16,18 @@ import typer
 from typer._click import exceptions as click_errors  # typer vendors its own click
 
 from infertune.cli import (  # one line per command module
+    ab,
     advise,
+    canary,
     compare,
     doctor,
+    export,
     loadtest,
     optimize,
     profile,
+    release,
     report,
+    rollback,
     serve,
     validate,
 )
@@ -48,6 +53,11 @@ COMMANDS = (
     compare,
     advise,
     serve,
+    release,
+    canary,
+    rollback,
+    ab,
+    export,
     validate,
 )
 for command_module in COMMANDS:

@@ -1,0 +1,176 @@
+"""The canary controller: move traffic in steps, judge the gates on live data, promote or roll
+back.
+
+    baseline   weight 0; wait until the stable has answered ``baseline_samples`` requests, and
+               fix the latency thresholds (its p95 and p99 buckets) from them
+    step W%    set the weight; every ``poll_s`` read the counts since the rollout began and
+               judge the gates (rollout/gates.py); any gate sure to be worse -> roll back at
+               once; every required gate passing with ``min_step_samples`` new canary answers
+               in this step -> next step; ``step_timeout_s`` without that -> roll back
+    promote    after the last step
+
+The statistics are always-valid, so looking at every poll keeps the false-rollback rate of a
+canary no worse than the stable at or below ``GateConfig.alpha`` (see gates.py). Every decision
+carries each gate's estimate, interval and sample sizes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from infertune.errors import ConfigError
+from infertune.rollout.gates import METHOD, GateConfig, GateName, GateResult, judge, overall
+from infertune.rollout.observe import MetricsSource, Snapshot, evidence, threshold
+from infertune.serve.routing import RoutingState
+
+REQUIRED: tuple[GateName, ...] = ("errors", "latency_p95", "latency_p99", "agreement")
+
+
+class RoutingControl(Protocol):
+    """What the controller needs from a server (rollout/client.py speaks it over HTTP)."""
+
+    def state(self) -> RoutingState: ...
+
+    def change(self, action: str, *, weight: float | None = None,
+               reason: str | None = None) -> RoutingState: ...
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    steps: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 100.0)
+    min_step_samples: int = 50  # new canary answers before a step may pass
+    baseline_samples: int = 100
+    poll_s: float = 1.0
+    step_timeout_s: float = 300.0
+    baseline_timeout_s: float = 120.0
+    business_metric: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.steps or any(not 0 < s <= 100 for s in self.steps) or \
+                list(self.steps) != sorted(self.steps):
+            raise ConfigError(f"steps must rise within (0, 100]; got {list(self.steps)}; "
+                              "pass e.g. --steps 1,5,25,50,100")
+
+
+@dataclass
+class StepReport:
+    weight: float
+    verdict: Literal["pass", "fail", "timeout"]
+    seconds: float
+    canary_answers: int  # in this step
+    gates: list[GateResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weight": self.weight, "verdict": self.verdict, "seconds": self.seconds,
+                "canary_answers": self.canary_answers,
+                "gates": [g.to_dict() for g in self.gates]}
+
+
+@dataclass
+class CanaryOutcome:
+    release: str
+    decision: Literal["promoted", "rolled_back"]
+    reason: str
+    method: str
+    alpha: float
+    thresholds_s: dict[str, float | None]
+    steps: list[StepReport] = field(default_factory=list)
+    rollback_seconds: float | None = None  # how long the rollback call took to answer
+
+    @property
+    def caught_at(self) -> float | None:
+        return self.steps[-1].weight if self.decision == "rolled_back" and self.steps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"release": self.release, "decision": self.decision, "reason": self.reason,
+                "method": self.method, "alpha": self.alpha, "thresholds_s": self.thresholds_s,
+                "rollback_seconds": self.rollback_seconds,
+                "steps": [s.to_dict() for s in self.steps]}
+
+
+class CanaryController:
+    def __init__(self, control: RoutingControl, source: MetricsSource, config: GateConfig,
+                 plan: StepPlan, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 on_look: Callable[[float, list[GateResult]], None] | None = None) -> None:
+        self.control, self.source, self.config, self.plan = control, source, config, plan
+        self.clock, self.sleep = clock, sleep
+        self.on_look = on_look
+        self.required = tuple(g for g in REQUIRED if g in config.gates)
+
+    def run(self, release: str) -> CanaryOutcome:
+        state = self.control.state()
+        if state.canary != release:
+            raise ConfigError(f"the server's canary is {state.canary!r}, not {release!r}; start "
+                              f"it with infertune serve --stable {state.stable} --canary "
+                              f"{release}")
+        stable = state.stable
+        self.control.change("weight", weight=0.0, reason="canary: baseline")
+        start = self._baseline(stable)
+        p95 = threshold(start.of(stable), 0.95, self.plan.baseline_samples)
+        p99 = threshold(start.of(stable), 0.99, self.plan.baseline_samples)
+        outcome = CanaryOutcome(release, "promoted", "", METHOD, self.config.alpha,
+                                {"p95": p95, "p99": p99})
+        for weight in self.plan.steps:
+            self.control.change("weight", weight=weight, reason=f"canary step {weight:g}%")
+            report = self._step(weight, start, release, stable, p95, p99)
+            outcome.steps.append(report)
+            if report.verdict != "pass":
+                return self._roll_back(outcome, report)
+        lines = "; ".join(g.sentence() for g in outcome.steps[-1].gates)
+        outcome.reason = f"every required gate passed at each step ({lines})"
+        self.control.change("promote", reason=outcome.reason)
+        return outcome
+
+    def _baseline(self, stable: str) -> Snapshot:
+        began = self.clock()
+        while True:
+            snap = self.source.snapshot()
+            if snap.of(stable).requests >= self.plan.baseline_samples:
+                return snap
+            if self.clock() - began > self.plan.baseline_timeout_s:
+                raise ConfigError(
+                    f"the stable release {stable} answered {snap.of(stable).requests} requests "
+                    f"in {self.plan.baseline_timeout_s:g} s; a baseline needs "
+                    f"{self.plan.baseline_samples}: send traffic, or lower --baseline-samples")
+            self.sleep(self.plan.poll_s)
+
+    def _step(self, weight: float, start: Snapshot, canary: str, stable: str,
+              p95: float | None, p99: float | None) -> StepReport:
+        began = self.clock()
+        at_step = self.source.snapshot().of(canary).requests
+        while True:
+            self.sleep(self.plan.poll_s)
+            now = self.source.snapshot()
+            ev = evidence(start, now, canary, stable, p95_s=p95, p99_s=p99,
+                          business_metric=self.plan.business_metric)
+            results = judge(ev, self.config)
+            if self.on_look is not None:
+                self.on_look(weight, results)
+            verdict = overall(results, self.required)
+            answers = now.of(canary).requests - at_step
+            elapsed = self.clock() - began
+            if verdict == "fail":
+                return StepReport(weight, "fail", elapsed, answers, results)
+            if verdict == "pass" and answers >= self.plan.min_step_samples:
+                return StepReport(weight, "pass", elapsed, answers, results)
+            if elapsed > self.plan.step_timeout_s:
+                return StepReport(weight, "timeout", elapsed, answers, results)
+
+    def _roll_back(self, outcome: CanaryOutcome, report: StepReport) -> CanaryOutcome:
+        if report.verdict == "fail":
+            failed = [g.sentence() for g in report.gates if g.verdict == "fail"]
+            why = f"at step {report.weight:g}%: " + "; ".join(failed)
+        else:
+            waiting = [g.sentence() for g in report.gates if g.verdict == "wait"]
+            why = (f"at step {report.weight:g}%: no decision within "
+                   f"{self.plan.step_timeout_s:g} s ({report.canary_answers} canary answers; "
+                   + "; ".join(waiting) + ")")
+        began = self.clock()
+        self.control.change("rollback", reason=why)
+        outcome.rollback_seconds = self.clock() - began
+        outcome.decision, outcome.reason = "rolled_back", why
+        return outcome

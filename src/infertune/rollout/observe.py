@@ -1,0 +1,177 @@
+"""Reading live counts per release: from the router's /metrics, or PromQL against Prometheus.
+
+Both sources give a ``Snapshot`` of cumulative counters per release; the controller subtracts
+the snapshot taken when the rollout began, so only traffic since then is judged. Series read
+(the router adds ``release`` to every sample of a release's own metrics):
+
+    infertune_requests_total{release, status}         answers; 5xx and 429 count as errors
+    infertune_request_seconds_bucket{release, le}     end-to-end latency histogram
+    infertune_shadow_rows_total{release, outcome}     rows compared with the stable's
+    infertune_feedback_total / _ones_total{release, metric}   binary business outcomes
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from infertune.errors import ConfigError
+from infertune.rollout.gates import ArmPair, Evidence
+from infertune.rollout.stats import Counts
+
+Sample = tuple[str, dict[str, str], float]  # (series name, labels, value)
+PROMQL = {
+    "infertune_requests_total": "sum by (release, status) (infertune_requests_total)",
+    "infertune_request_seconds_bucket":
+        "sum by (release, le) (infertune_request_seconds_bucket)",
+    "infertune_shadow_rows_total": "sum by (release, outcome) (infertune_shadow_rows_total)",
+    "infertune_feedback_total": "sum by (release, metric) (infertune_feedback_total)",
+    "infertune_feedback_ones_total": "sum by (release, metric) (infertune_feedback_ones_total)",
+}
+
+
+@dataclass
+class ReleaseCounts:
+    requests: int = 0
+    errors: int = 0
+    buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+    rows: int = 0
+    disagreeing: int = 0  # disagreeing rows plus replays that failed
+    feedback: dict[str, Counts] = field(default_factory=dict)
+
+    def over(self, threshold: float) -> Counts:
+        """Requests slower than ``threshold`` (a bucket bound) out of all observed."""
+        total = self.buckets.get(math.inf, 0.0)
+        within = self.buckets.get(threshold, 0.0)
+        return Counts(int(total), int(total - within))
+
+
+@dataclass
+class Snapshot:
+    releases: dict[str, ReleaseCounts] = field(default_factory=dict)
+
+    def of(self, release: str) -> ReleaseCounts:
+        return self.releases.get(release, ReleaseCounts())
+
+
+def snapshot_from(samples: Iterable[Sample]) -> Snapshot:
+    snap = Snapshot()
+    ones: dict[tuple[str, str], float] = {}
+    totals: dict[tuple[str, str], float] = {}
+    for name, labels, value in samples:
+        release = labels.get("release")
+        if release is None:
+            continue
+        rc = snap.releases.setdefault(release, ReleaseCounts())
+        if name == "infertune_requests_total":
+            rc.requests += int(value)
+            status = labels.get("status", "")
+            if status.startswith("5") or status == "429":
+                rc.errors += int(value)
+        elif name == "infertune_request_seconds_bucket":
+            le = float(labels["le"])  # "+Inf" parses to inf
+            rc.buckets[le] = rc.buckets.get(le, 0.0) + value
+        elif name == "infertune_shadow_rows_total":
+            rc.rows += int(value)
+            if labels.get("outcome") != "agree":
+                rc.disagreeing += int(value)
+        elif name == "infertune_feedback_total":
+            totals[(release, labels["metric"])] = value
+        elif name == "infertune_feedback_ones_total":
+            ones[(release, labels["metric"])] = value
+    for (release, metric), n in totals.items():
+        snap.releases[release].feedback[metric] = Counts(int(n), int(ones.get((release, metric),
+                                                                                0)))
+    return snap
+
+
+def parse_exposition(text: str) -> Snapshot:
+    samples = ((s.name, dict(s.labels), float(s.value))
+               for family in text_string_to_metric_families(text) for s in family.samples)
+    return snapshot_from(samples)
+
+
+class MetricsSource(Protocol):
+    def snapshot(self) -> Snapshot: ...
+
+
+class ServerMetrics:
+    """The router's own /metrics (the default source)."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+
+    def snapshot(self) -> Snapshot:
+        response = self.client.get("/metrics")
+        if response.status_code != 200:
+            raise ConfigError(f"GET /metrics answered {response.status_code}; pass the API key "
+                              "with --api-key-env or check --server")
+        return parse_exposition(response.text)
+
+
+class PrometheusMetrics:
+    """Instant PromQL queries, summed over every replica that Prometheus scrapes."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+
+    def snapshot(self) -> Snapshot:
+        samples: list[Sample] = []
+        for name, query in PROMQL.items():
+            try:
+                response = self.client.get("/api/v1/query", params={"query": query})
+                data = response.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                raise ConfigError(f"Prometheus query failed ({type(exc).__name__}); check "
+                                  "--prometheus URL") from exc
+            if response.status_code != 200 or data.get("status") != "success":
+                raise ConfigError(f"Prometheus answered {response.status_code} to {query!r}: "
+                                  f"{data.get('error', 'no error text')}")
+            for row in data["data"]["result"]:
+                samples.append((name, dict(row["metric"]), float(row["value"][1])))
+        return snapshot_from(samples)
+
+
+def threshold(counts: ReleaseCounts, quantile: float, min_samples: int) -> float | None:
+    """The smallest finite bucket bound holding ``quantile`` of the release's requests, or
+    None with fewer than ``min_samples`` of them (or when that bound would be +Inf)."""
+    total = counts.buckets.get(math.inf, 0.0)
+    if total < min_samples:
+        return None
+    for le in sorted(counts.buckets):
+        if counts.buckets[le] >= quantile * total:
+            return le if math.isfinite(le) else None
+    return None
+
+
+def _since(now: ReleaseCounts, start: ReleaseCounts) -> ReleaseCounts:
+    feedback = {m: c.minus(start.feedback.get(m, Counts(0, 0))) for m, c in now.feedback.items()}
+    return ReleaseCounts(
+        requests=now.requests - start.requests, errors=now.errors - start.errors,
+        buckets={le: v - start.buckets.get(le, 0.0) for le, v in now.buckets.items()},
+        rows=now.rows - start.rows, disagreeing=now.disagreeing - start.disagreeing,
+        feedback=feedback)
+
+
+def evidence(start: Snapshot, now: Snapshot, canary: str, stable: str, *,
+             p95_s: float | None, p99_s: float | None,
+             business_metric: str | None = None) -> Evidence:
+    """The gates' evidence: counts of each arm since ``start``."""
+    c = _since(now.of(canary), start.of(canary))
+    s = _since(now.of(stable), start.of(stable))
+    errors = ArmPair(Counts(c.requests, min(c.errors, c.requests)),
+                     Counts(s.requests, min(s.errors, s.requests)))
+    metric = business_metric or next((m for m in sorted(c.feedback) if m in s.feedback), None)
+    business = (ArmPair(c.feedback[metric], s.feedback[metric])
+                if metric and metric in c.feedback and metric in s.feedback else None)
+    return Evidence(
+        errors=errors,
+        latency_p95=ArmPair(c.over(p95_s), s.over(p95_s)) if p95_s is not None else None,
+        latency_p99=ArmPair(c.over(p99_s), s.over(p99_s)) if p99_s is not None else None,
+        agreement=Counts(c.rows, min(c.disagreeing, c.rows)) if c.rows else None,
+        business=business, business_metric=metric, p95_threshold_s=p95_s, p99_threshold_s=p99_s)

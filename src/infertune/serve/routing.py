@@ -1,0 +1,590 @@
+"""The multi-release router: one ASGI app in front of one serving app per release.
+
+    Router([RoutedRelease(name, create_app(adapter, policy, registry=r), r), ...], state)
+
+Each POST /v1/predict goes to the stable release or, with ``canary_weight`` percent, to the
+canary: sticky per unit (SHA-256 of ``X-Unit-Id`` mapped to [0, 100); a random draw when the
+header is absent), so raising the weight from 5 to 25 keeps every unit that saw the canary on
+it. Answers carry ``X-Release`` and ``X-Request-Id``. Requests answered by the canary are
+replayed to the stable release, and stable answers to the shadow release, in the background;
+the two answers are compared row by row with the AgreementRule and counted in
+``infertune_shadow_rows_total{release, outcome}``; a replayed answer is never returned.
+
+Routes of its own: GET /healthz, GET /readyz (every release ready), GET /metrics (each
+release's own registry with ``release="NAME"`` added to every sample, plus
+``infertune_release_info``), POST /v1/feedback, and GET/POST /admin/routing, which always need
+the API key. Every other route goes to the stable release's app. Routing changes are plain
+assignments on the event loop, so they apply to the next request while requests already
+inside a release's app finish there: a rollback loses nothing in flight. This module knows
+nothing of the registry (rollout/ sits above serve/): releases arrive already loaded, and
+events and feedback leave through the EventSink and FeedbackSink protocols.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import random
+import re
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    generate_latest,
+)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("infertune.serve.routing")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+Role = Literal["stable", "canary", "shadow", "loaded"]
+
+
+@dataclass(frozen=True)
+class RoutedRelease:
+    """A loaded release: its ASGI app and the CollectorRegistry that app's metrics live on."""
+
+    name: str
+    app: ASGIApp
+    registry: CollectorRegistry
+    version: str = ""
+    digest: str = ""
+
+
+@dataclass(frozen=True)
+class AgreementRule:
+    """When two answers to one input agree: same top class (classifiers, rankers) or cosine
+    >= ``min_cosine`` (embeddings, regressions), following the scenario's floor metric."""
+
+    metric: Literal["top1", "cosine"] = "top1"
+    min_cosine: float = 0.99
+
+    def agrees(self, a: Any, b: Any) -> bool:
+        x = np.asarray(a, dtype=np.float64).reshape(-1)
+        y = np.asarray(b, dtype=np.float64).reshape(-1)
+        if x.shape != y.shape or x.size == 0:
+            return False
+        if self.metric == "top1":
+            return int(np.argmax(x)) == int(np.argmax(y))
+        norms = float(np.linalg.norm(x) * np.linalg.norm(y))
+        return norms > 0 and float(x @ y) / norms >= self.min_cosine
+
+
+class RoutingState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stable: str
+    canary: str | None = None
+    canary_weight: float = Field(default=0.0, ge=0, le=100)  # percent of predict traffic
+    shadow: str | None = None
+    previous_stable: str | None = None
+
+
+class RoutingChange(BaseModel):
+    """The body of POST /admin/routing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["weight", "promote", "rollback", "shadow", "canary"]
+    weight: float | None = Field(default=None, ge=0, le=100)
+    release: str | None = None
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+@dataclass(frozen=True)
+class RoutingEvent:
+    time: float  # unix seconds
+    kind: Literal["start", "weight", "promote", "rollback", "shadow", "canary"]
+    state: RoutingState
+    reason: str | None = None
+    subject: str | None = None  # the release the change was about (e.g. the one rolled back)
+
+
+class FeedbackBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    request_id: str = Field(min_length=1, max_length=128)
+    metric: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
+    value: int = Field(ge=0, le=1)  # a binary outcome (converted, retained, clicked)
+
+
+@dataclass(frozen=True)
+class FeedbackItem:
+    request_id: str
+    release: str
+    unit: str | None
+    metric: str
+    value: int
+    time: float
+
+
+class EventSink(Protocol):
+    def record_event(self, event: RoutingEvent) -> None: ...
+
+
+class FeedbackSink(Protocol):
+    def record_feedback(self, item: FeedbackItem) -> None: ...
+
+
+class RouterMetrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.info = Gauge("infertune_release_info", "1 per loaded release, with its role",
+                          ["release", "role", "version", "digest"], registry=r)
+        self.weight = Gauge("infertune_release_weight_percent",
+                            "Share of predict traffic routed to each release", ["release"],
+                            registry=r)
+        self.routed = Counter("infertune_routed_requests", "Predict requests by the release "
+                              "that answered", ["release"], registry=r)
+        self.rows = Counter("infertune_shadow_rows", "Output rows compared with the stable "
+                            "release's on the same input", ["release", "outcome"], registry=r)
+        self.mirror_skipped = Counter("infertune_mirror_skipped", "Replays not sent because "
+                                      "too many were pending", ["release"], registry=r)
+        self.feedback = Counter("infertune_feedback", "Feedback outcomes received",
+                                ["release", "metric"], registry=r)
+        self.feedback_ones = Counter("infertune_feedback_ones", "Feedback outcomes equal to 1",
+                                     ["release", "metric"], registry=r)
+        self.changes = Counter("infertune_routing_changes", "Routing changes", ["kind"],
+                               registry=r)
+
+
+def unit_bucket(unit: str) -> float:
+    """A unit's fixed place in [0, 100): the canary takes units below its weight."""
+    head = hashlib.sha256(unit.encode()).digest()[:8]
+    return int.from_bytes(head, "big") / 2**64 * 100
+
+
+class Router:
+    def __init__(self, releases: Sequence[RoutedRelease], state: RoutingState, *,
+                 api_key: str | None = None, rule: AgreementRule | None = None,
+                 events: EventSink | None = None, feedback: FeedbackSink | None = None,
+                 rng: random.Random | None = None, clock: Callable[[], float] = time.time,
+                 max_body_bytes: int = 1_000_000, max_pending_mirrors: int = 64,
+                 remembered_requests: int = 100_000) -> None:
+        self.releases = {r.name: r for r in releases}
+        if len(self.releases) != len(releases):
+            raise ValueError("release names must be distinct")
+        self._check(state)
+        self.state = state
+        self.api_key = api_key
+        self.rule = rule or AgreementRule()
+        self.events, self.feedback = events, feedback
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.max_body_bytes = max_body_bytes
+        self.max_pending_mirrors = max_pending_mirrors
+        self.remembered_requests = remembered_requests
+        self.answered: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self.pending: set[asyncio.Task[None]] = set()
+        self.metrics = RouterMetrics()
+        self._lifespans: list[_AppLifespan] = []
+        self._publish()
+
+    # -- routing state -------------------------------------------------------------------
+    def _check(self, state: RoutingState) -> None:
+        for name in (state.stable, state.canary, state.shadow):
+            if name is not None and name not in self.releases:
+                raise ValueError(f"release {name!r} is not loaded in this server; loaded: "
+                                 f"{', '.join(sorted(self.releases))}")
+        if state.canary is not None and state.canary == state.stable:
+            raise ValueError("the canary must differ from the stable release")
+
+    def _publish(self) -> None:
+        s, m = self.state, self.metrics
+        m.info.clear()
+        m.weight.clear()
+        roles: dict[str, Role] = {name: "loaded" for name in self.releases}
+        roles[s.stable] = "stable"
+        if s.shadow:
+            roles[s.shadow] = "shadow"
+        if s.canary:
+            roles[s.canary] = "canary"
+        for name, role in roles.items():
+            rel = self.releases[name]
+            m.info.labels(name, role, rel.version, rel.digest).set(1)
+        canary_share = s.canary_weight if s.canary else 0.0
+        m.weight.labels(s.stable).set(100.0 - canary_share)
+        if s.canary:
+            m.weight.labels(s.canary).set(canary_share)
+
+    def apply(self, change: RoutingChange) -> RoutingEvent:
+        """Change the routing now (raises ValueError with the reason when it cannot)."""
+        s = self.state
+        subject: str | None
+        if change.action == "weight":
+            if s.canary is None or change.weight is None:
+                raise ValueError("no canary to weigh; start the server with --canary NAME and "
+                                 'send {"action": "weight", "weight": PCT}')
+            new = s.model_copy(update={"canary_weight": change.weight})
+            subject = s.canary
+        elif change.action == "promote":
+            if s.canary is None:
+                raise ValueError("no canary to promote")
+            new = RoutingState(stable=s.canary, shadow=s.shadow if s.shadow != s.canary
+                               else None, previous_stable=s.stable)
+            subject = s.canary
+        elif change.action == "rollback":
+            if s.canary is not None:
+                new = s.model_copy(update={"canary": None, "canary_weight": 0.0})
+                subject = s.canary
+            elif s.previous_stable is not None:
+                new = RoutingState(stable=s.previous_stable, shadow=s.shadow)
+                subject = s.stable
+            else:
+                raise ValueError("nothing to roll back: no canary and no previous stable release")
+        elif change.action == "canary":  # a new canary among the loaded releases
+            if change.release is None:
+                raise ValueError('name the new canary: {"action": "canary", "release": NAME}')
+            new = s.model_copy(update={"canary": change.release,
+                                       "canary_weight": change.weight or 0.0})
+            subject = change.release
+        else:
+            new, subject = s.model_copy(update={"shadow": change.release}), change.release
+        self._check(new)
+        self.state = new
+        self._publish()
+        event = RoutingEvent(self.clock(), change.action, new, change.reason, subject)
+        self.metrics.changes.labels(change.action).inc()
+        return event
+
+    def start_event(self) -> RoutingEvent:
+        return RoutingEvent(self.clock(), "start", self.state)
+
+    def choose(self, unit: str | None) -> str:
+        s = self.state
+        if s.canary is None or s.canary_weight <= 0:
+            return s.stable
+        place = unit_bucket(unit) if unit else self.rng.random() * 100
+        return s.canary if place < s.canary_weight else s.stable
+
+    # -- ASGI ----------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            await self.releases[self.state.stable].app(scope, receive, send)
+            return
+        path, method = scope["path"], scope["method"]
+        if path == "/v1/predict" and method == "POST":
+            await self._predict(scope, receive, send)
+        elif path == "/healthz":
+            await _json(send, 200, {"status": "alive"})
+        elif path == "/readyz":
+            await self._readyz(send)
+        elif path == "/metrics" and method == "GET":
+            if await self._guard(scope, send, admin=False):
+                await _respond(send, 200, self.exposition(), CONTENT_TYPE_LATEST)
+        elif path == "/v1/feedback" and method == "POST":
+            if await self._guard(scope, send, admin=False):
+                await self._feedback(receive, send)
+        elif path == "/admin/routing":
+            if await self._guard(scope, send, admin=True):
+                await self._admin(method, receive, send)
+        else:
+            await self.releases[self.state.stable].app(scope, receive, send)
+
+    async def _predict(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive, self.max_body_bytes)
+        if body is None:
+            await _json(send, 413, {"error": f"request body is over the {self.max_body_bytes}"
+                                    "-byte limit; send fewer or shorter inputs"})
+            return
+        headers = _headers(scope)
+        unit = headers.get("x-unit-id") or None
+        given = headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        name = self.choose(unit)
+        extra = [(b"x-release", name.encode()), (b"x-request-id", request_id.encode())]
+        self.metrics.routed.labels(name).inc()
+        s = self.state
+        # the other side of the comparison: the stable for a canary answer, else the shadow
+        other = s.stable if name == s.canary else s.shadow if name == s.stable else None
+        status, answer = await _call(self.releases[name].app, scope, body, send, extra,
+                                     capture=other is not None, disconnect=receive)
+        self._remember(request_id, name, unit)
+        if other is not None and status == 200:
+            self._mirror(scope, body, other, answer, primary_is_candidate=name == s.canary)
+
+    def _mirror(self, scope: Scope, body: bytes, target: str, primary_answer: bytes, *,
+                primary_is_candidate: bool) -> None:
+        """Replay ``body`` to ``target`` and compare; the candidate is the canary (answered,
+        replayed to the stable) or the shadow (replayed to, after the stable answered)."""
+        candidate = self.state.canary if primary_is_candidate else target
+        assert candidate is not None
+        if len(self.pending) >= self.max_pending_mirrors:
+            self.metrics.mirror_skipped.labels(target).inc()
+            return
+
+        async def replay() -> None:
+            status, answer = await _call(self.releases[target].app, scope, body, None, [],
+                                         capture=True, disconnect=None)
+            if status != 200:
+                self.metrics.rows.labels(candidate, "error").inc()
+                return
+            if primary_is_candidate:
+                self._compare(candidate, primary_answer, answer)
+            else:
+                self._compare(candidate, answer, primary_answer)
+
+        task = asyncio.get_running_loop().create_task(replay())
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    def _compare(self, candidate: str, mine: bytes, theirs: bytes) -> None:
+        try:
+            a, b = json.loads(mine)["outputs"], json.loads(theirs)["outputs"]
+        except (ValueError, KeyError, TypeError):
+            self.metrics.rows.labels(candidate, "error").inc()
+            return
+        if len(a) != len(b):
+            self.metrics.rows.labels(candidate, "disagree").inc(max(len(a), len(b)))
+            return
+        for x, y in zip(a, b, strict=True):
+            outcome = "agree" if self.rule.agrees(x, y) else "disagree"
+            self.metrics.rows.labels(candidate, outcome).inc()
+
+    def _remember(self, request_id: str, release: str, unit: str | None) -> None:
+        self.answered[request_id] = (release, unit)
+        while len(self.answered) > self.remembered_requests:
+            self.answered.popitem(last=False)
+
+    async def _readyz(self, send: Send) -> None:
+        for name, rel in self.releases.items():
+            status, _ = await _call(rel.app, _get_scope("/readyz"), b"", None, [],
+                                    capture=False, disconnect=None)
+            if status != 200:
+                await _json(send, 503, {"error": f"release {name} is not ready yet"})
+                return
+        await _json(send, 200, {"status": "ready", "releases": sorted(self.releases)})
+
+    async def _feedback(self, receive: Receive, send: Send) -> None:
+        raw = await _read_body(receive, 4096)
+        try:
+            item = FeedbackBody.model_validate_json(raw or b"")
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "body"
+            await _json(send, 422, {"error": f"feedback {field}: {err['msg']}; send "
+                                    '{"request_id": "<X-Request-Id>", "metric": "conversion", '
+                                    '"value": 0 or 1}'})
+            return
+        known = self.answered.get(item.request_id)
+        if known is None:
+            await _json(send, 404, {"error": f"request id {item.request_id!r} is unknown here "
+                                    f"(only the last {self.remembered_requests} answers are "
+                                    "remembered); send the X-Request-Id of a recent answer"})
+            return
+        release, unit = known
+        record = FeedbackItem(item.request_id, release, unit, item.metric, item.value,
+                              self.clock())
+        if self.feedback is not None:
+            await asyncio.to_thread(self.feedback.record_feedback, record)
+        self.metrics.feedback.labels(release, item.metric).inc()
+        if item.value == 1:
+            self.metrics.feedback_ones.labels(release, item.metric).inc()
+        await _json(send, 200, {"recorded": True, "release": release})
+
+    async def _admin(self, method: str, receive: Receive, send: Send) -> None:
+        if method == "GET":
+            await _json(send, 200, self.state.model_dump())
+            return
+        raw = await _read_body(receive, 4096)
+        try:
+            change = RoutingChange.model_validate_json(raw or b"")
+            event = self.apply(change)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            await _json(send, 422, {"error": f"routing change: {err['msg']}; send "
+                                    '{"action": "weight|promote|rollback|shadow", ...}'})
+            return
+        except ValueError as exc:
+            await _json(send, 409, {"error": str(exc)})
+            return
+        if self.events is not None:
+            await asyncio.to_thread(self.events.record_event, event)
+        await _json(send, 200, self.state.model_dump())
+
+    async def _guard(self, scope: Scope, send: Send, *, admin: bool) -> bool:
+        if self.api_key is None and not admin:
+            return True
+        if self.api_key is None:
+            await _json(send, 403, {"error": "admin routes need an API key; set api_key_env "
+                                    "in the serve policy and export that variable"})
+            return False
+        headers = _headers(scope)
+        given = headers.get("x-api-key", "")
+        bearer = headers.get("authorization", "")
+        if not given and bearer.lower().startswith("bearer "):
+            given = bearer[7:].strip()
+        if given and hmac.compare_digest(given.encode(), self.api_key.encode()):
+            return True
+        await _json(send, 401, {"error": "missing or wrong API key; send X-API-Key: <key>"})
+        return False
+
+    def exposition(self) -> bytes:
+        """Every release's metrics with ``release="NAME"``, one group per family, then the
+        router's own (already labelled by release)."""
+        families: OrderedDict[str, tuple[list[str], list[str]]] = OrderedDict()
+        for name, rel in self.releases.items():
+            current = ""
+            for line in generate_latest(rel.registry).decode().splitlines():
+                if line.startswith("# "):
+                    current = line.split()[2]
+                    comments, _ = families.setdefault(current, ([], []))
+                    if len(comments) < 2:
+                        comments.append(line)
+                elif line:
+                    families.setdefault(current, ([], []))[1].append(_labelled(line, name))
+        lines = [line for comments, samples in families.values() for line in comments + samples]
+        return ("\n".join(lines) + "\n").encode() + generate_latest(self.metrics.registry)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        try:
+            for rel in self.releases.values():
+                span = _AppLifespan(rel.app)
+                await span.start()
+                self._lifespans.append(span)
+        except Exception as exc:  # noqa: BLE001 - reported to the server, which exits
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        if self.events is not None:
+            await asyncio.to_thread(self.events.record_event, self.start_event())
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        if self.pending:
+            await asyncio.wait(set(self.pending), timeout=10)
+        for span in reversed(self._lifespans):
+            await span.stop()
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+class _AppLifespan:
+    """Drives one release app's ASGI lifespan (its queue, batcher and workers)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.inbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.outbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        self.task = asyncio.ensure_future(self.app(scope, self.inbox.get, self.outbox.put))
+        await self.inbox.put({"type": "lifespan.startup"})
+        reply = await self._reply()
+        if reply["type"] != "lifespan.startup.complete":
+            raise RuntimeError(reply.get("message") or "a release failed to start")
+
+    async def stop(self) -> None:
+        await self.inbox.put({"type": "lifespan.shutdown"})
+        await self._reply()
+        if self.task is not None:
+            await self.task
+
+    async def _reply(self) -> Message:
+        assert self.task is not None
+        getter = asyncio.ensure_future(self.outbox.get())
+        await asyncio.wait({getter, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        if getter.done():
+            return getter.result()
+        getter.cancel()
+        error = self.task.exception()
+        return {"type": "lifespan.startup.failed", "message": str(error or "app exited")}
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def _get_scope(path: str) -> Scope:
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+            "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+            "query_string": b"", "headers": [], "client": ("127.0.0.1", 0),
+            "server": ("127.0.0.1", 0)}
+
+
+def _labelled(line: str, release: str) -> str:
+    """``name{a="b"} 1`` -> ``name{release="R",a="b"} 1``; ``name 1`` -> ``name{release="R"} 1``."""
+    cut = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
+    if line[cut:cut + 1] == "{":
+        return f'{line[:cut]}{{release="{release}",{line[cut + 1:]}'
+    return f'{line[:cut]}{{release="{release}"}}{line[cut:]}'
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+async def _call(app: ASGIApp, scope: Scope, body: bytes, send: Send | None,
+                extra_headers: list[tuple[bytes, bytes]], *, capture: bool,
+                disconnect: Receive | None) -> tuple[int, bytes]:
+    """Run ``app`` on ``body``; pass its answer to ``send`` (when given) with extra headers,
+    and return (status, body when ``capture``)."""
+    done = asyncio.Event()
+    sent = False
+    status, chunks = 0, []
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if disconnect is not None:
+            return await disconnect()
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def forward(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+            message = {**message, "headers": [*message.get("headers", []), *extra_headers]}
+        elif message["type"] == "http.response.body":
+            if capture:
+                chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                done.set()
+        if send is not None:
+            await send(message)
+
+    await app(dict(scope), replay, forward)
+    done.set()
+    return status, b"".join(chunks)
+
+
+async def _respond(send: Send, status: int, body: bytes, content_type: str) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type.encode()),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:
+    await _respond(send, status, json.dumps(payload).encode(), "application/json")
+
