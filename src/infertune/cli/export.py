@@ -1,0 +1,95 @@
+"""`infertune export RUN_OR_RELEASE --to triton|kubernetes|kserve --out DIR` — write the run's
+chosen configuration for another engine: a Triton model repository, Kubernetes manifests, or a
+KServe InferenceService. Every value comes from the run (report.json, the variant's
+manifest.json, scenario.yaml, hardware.json) or a release, commented with where it came from;
+DIR/export.json lists them with their sources (``--json`` prints it).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from infertune.errors import ConfigError
+from infertune.export.kserve import write_kserve
+from infertune.export.kubernetes import write_kubernetes
+from infertune.export.plan import Overrides, plan, summary
+from infertune.export.source import read_source
+from infertune.export.triton import write_triton
+
+
+class Target(StrEnum):
+    triton = "triton"
+    kubernetes = "kubernetes"
+    kserve = "kserve"
+
+
+class AutoscalerChoice(StrEnum):
+    hpa = "hpa"
+    keda = "keda"
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise ConfigError(f"--out {out} is not empty; pass --overwrite to write over it, or "
+                          "another folder")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("export", help="Export a run's (or release's) measured configuration to "
+                 "Triton, Kubernetes or KServe, each value commented with its source.")
+    def export(
+        source: Annotated[Path, typer.Argument(help="a run folder (runs/<name>) or a release "
+                                               "folder")],
+        to: Annotated[Target, typer.Option("--to", help="triton | kubernetes | kserve")],
+        out: Annotated[Path, typer.Option("--out", help="folder to write")],
+        variant: Annotated[str | None, typer.Option(
+            "--variant", help="export this variant of the run instead of the recommended "
+            "one")] = None,
+        image: Annotated[str, typer.Option(
+            "--image", help="container image with infertune and /models/<variant id>")
+        ] = "infertune:latest",
+        autoscaler: Annotated[AutoscalerChoice, typer.Option(
+            "--autoscaler", help="kubernetes: hpa (prometheus-adapter) or keda")
+        ] = AutoscalerChoice.hpa,
+        prometheus_url: Annotated[str, typer.Option(
+            "--prometheus-url", help="keda: the Prometheus server KEDA queries")
+        ] = "http://prometheus-operated.monitoring.svc:9090",
+        name: Annotated[str | None, typer.Option("--name", help="object name")] = None,
+        cpus: Annotated[float | None, typer.Option(
+            "--cpus", min=0.001, help="CPU per pod (default: the cores the run measured on)")
+        ] = None,
+        min_replicas: Annotated[int | None, typer.Option("--min-replicas", min=1)] = None,
+        max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1)] = None,
+        canary_percent: Annotated[int | None, typer.Option(
+            "--canary-percent", min=0, max=100, help="kserve: canaryTrafficPercent")] = None,
+        overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="print export.json")] = False,
+    ) -> None:
+        _check_out(out, overwrite)
+        src = read_source(source, variant)
+        p = plan(src, Overrides(name=name, cpus=cpus, min_replicas=min_replicas,
+                                max_replicas=max_replicas, canary_percent=canary_percent))
+        if to is Target.triton:
+            files = write_triton(p, out)
+        elif to is Target.kubernetes:
+            files = write_kubernetes(p, out, image=image, autoscaler=autoscaler.value,
+                                     prometheus_url=prometheus_url)
+        else:
+            files = write_kserve(p, out, image=image)
+        record = {**summary(p), "target": to.value,
+                  "files": [str(f.relative_to(out)) for f in files]}
+        (out / "export.json").write_text(json.dumps(record, indent=2) + "\n")
+        if as_json:
+            typer.echo(json.dumps(record, indent=2))
+            return
+        typer.echo(f"wrote {len(files)} file(s) for {to.value} to {out} from {src.kind} "
+                   f"{src.name} (variant {src.manifest.id}): batch <= {p.max_batch_size.value}, "
+                   f"wait <= {p.max_wait_us.value} us, {p.workers.value} instance(s) x "
+                   f"{p.intra_op_threads.value} thread(s); sources in {out}/export.json")
