@@ -120,14 +120,17 @@ FAMILIES = ("onnxruntime-fusion", "int8-dynamic", "int8-static", "bf16", "fp16",
 
 
 def detect(proc_root: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup"),
-           with_gpus: bool = True) -> HardwareInfo:
-    """Describe this machine. Nothing here raises for a missing file: an absent fact is empty."""
+           with_gpus: bool = True, *, arch: str | None = None,
+           logical_cores: int | None = None) -> HardwareInfo:
+    """Describe this machine. Nothing here raises for a missing file: an absent fact is empty.
+    ``arch`` and ``logical_cores`` override what the running process sees (platform.machine(),
+    its CPU affinity), so tests can describe another machine from its /proc and cgroup files."""
     import psutil
 
     cpuinfo = _read(proc_root / "cpuinfo") or ""
     cgroups = _read(proc_root / "self" / "cgroup") or ""
-    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    logical = logical_cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                else (os.cpu_count() or 1))
     quota = cgroup_cpu_quota(cgroup_root, cgroups)
     return HardwareInfo(
         cpu_model=cpu_model(cpuinfo),
@@ -140,7 +143,7 @@ def detect(proc_root: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cg
         libraries=library_versions(),
         python=platform.python_version(),
         platform=platform.platform(),
-        arch=platform.machine(),
+        arch=arch or platform.machine(),
         cxx_compiler=shutil.which("g++") or shutil.which("c++") or shutil.which("clang++"),
     )
 

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 import typer
+from cpu_profiles import EXPECTED_FLAGS, PROFILES, profile_hardware
 
 from infertune import cli
 from infertune.cli import main
 from infertune.errors import ConfigError, NotBuiltError
+from infertune.hardware import FAMILIES, detect
 
 # cli/__init__.py catches click.* exceptions, but typer 0.29 vendors click and raises
 # typer._click.* (subclasses of typer.TyperException), so usage errors currently exit 3.
@@ -41,21 +43,49 @@ def test_each_command_has_help(name: str, capsys: pytest.CaptureFixture[str]) ->
     assert "Usage" in capsys.readouterr().out
 
 
-def test_doctor_json_is_the_hardware_schema(capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_json_is_the_hardware_schema_of_this_machine(
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["schema"] == "infertune.hardware/v1"
-    assert "avx512_vnni" in data["flags"] and "avx512_bf16" in data["flags"]
-    verdicts = {a["family"]: a for a in data["applicability"]}
-    assert verdicts["bf16"]["applicable"] and verdicts["int8-dynamic"]["applicable"]
-    if not data["gpus"]:
-        assert not verdicts["fp16"]["applicable"] and verdicts["fp16"]["reason"]
+    here = detect(with_gpus=False)
+    assert data["flags"] == here.flags and data["cpu_model"] == here.cpu_model
+    assert [a["family"] for a in data["applicability"]] == list(FAMILIES)
 
 
-def test_doctor_table(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["doctor"]) == 0
+@pytest.mark.parametrize("name", PROFILES)
+def test_doctor_describes_the_machine_in_a_hardware_file(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hw = profile_hardware(name, tmp_path)
+    path = tmp_path / "hardware.json"
+    path.write_text(json.dumps(hw.to_dict()))
+    assert main(["doctor", "--json", "--hardware", str(path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["flags"] == EXPECTED_FLAGS[name] and data["arch"] == hw.arch
+    verdicts = {a["family"]: a["applicable"] for a in data["applicability"]}
+    assert verdicts["bf16"] is (name != "avx2")
+    assert main(["doctor", "--hardware", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "avx512_vnni" in out and "not applicable" in out and "fp16" in out
+    assert "The machine in" in out and "This machine" not in out
+    assert all(flag in out for flag in EXPECTED_FLAGS[name])
+    assert ("not applicable" in out) and "fp16" in out
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "cannot read --hardware"),
+    ("{not json", "is not JSON (line 1"),
+    ("[1, 2]", "must hold a JSON object"),
+    ('{"cpu_model": "x", "logical_cores": 2, "turbo": true}', "unknown field(s) ['turbo']"),
+])
+def test_doctor_refuses_a_bad_hardware_file_in_one_line(
+        content: str | None, expected: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "hw.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["doctor", "--hardware", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1
 
 
 def test_unknown_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

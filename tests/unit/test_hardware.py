@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 from pathlib import Path
 
 import pytest
+from cpu_profiles import EXPECTED_FLAGS, PROFILES, profile_hardware
 
 from infertune import hardware
 from infertune.errors import ConfigError
@@ -33,17 +35,87 @@ def _machine(**changes: object) -> HardwareInfo:
     return HardwareInfo.from_dict({**base, **changes})
 
 
-def test_detect_this_machine_has_vnni_and_bf16() -> None:
-    hw = detect()
-    assert hw.has("avx512_vnni") and hw.has("avx512_bf16")
-    assert hw.logical_cores >= 1 and 1 <= hw.effective_cores <= hw.logical_cores
-    assert hw.memory_gb > 0
+def _first_cpu_field(key: str) -> set[str]:
+    """A field of the first CPU in the real /proc/cpuinfo, read independently of detect()."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == key:
+            return set(value.split())
+    return set()
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="needs Linux's /proc/cpuinfo")
+def test_detect_agrees_with_this_machines_proc_and_cgroup_files() -> None:
+    hw = detect(with_gpus=False)
+    x86, arm = _first_cpu_field("flags"), _first_cpu_field("Features")
+    expected = {f for f in hardware.X86_FLAGS if f in x86}
+    expected |= {ours for theirs, ours in hardware.ARM_FEATURES.items() if theirs in arm}
+    assert hw.flags == sorted(expected)
+    assert hw.logical_cores == len(os.sched_getaffinity(0))
+    cpu_max = Path("/sys/fs/cgroup/cpu.max")
+    if cpu_max.exists() and cpu_max.read_text().split()[0] != "max":
+        quota, period = map(int, cpu_max.read_text().split())
+        assert hw.cpu_quota == pytest.approx(quota / period, abs=1e-3)
+    assert 1 <= hw.effective_cores <= hw.logical_cores
+    mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal:"))
+    assert hw.memory_gb == pytest.approx(mem_kb / 2**20, abs=0.02)
     assert {"numpy", "torch", "onnxruntime"} <= set(hw.libraries)
-    verdicts = _verdicts(hw)
-    assert verdicts["bf16"].applicable and "avx512_bf16" in verdicts["bf16"].reason
-    assert verdicts["int8-dynamic"].applicable and "avx512_vnni" in verdicts["int8-dynamic"].reason
-    if not hw.gpus:
-        assert not verdicts["fp16"].applicable and "no GPU" in verdicts["fp16"].reason
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_detect_reads_each_machines_files(name: str, tmp_path: Path) -> None:
+    hw = profile_hardware(name, tmp_path, cores=8, quota_cpus=1.5)
+    assert hw.flags == EXPECTED_FLAGS[name]
+    assert (hw.logical_cores, hw.cpu_quota, hw.effective_cores) == (8, 1.5, 2)
+    assert HardwareInfo.from_dict(hw.to_dict()) == hw
+
+
+# family -> (applicable, a phrase its reason must hold), per machine
+VERDICTS = {
+    "avx2": {"int8-dynamic": (True, "speedup over fp32 is smaller"),
+             "bf16": (False, "no avx512_bf16"), "fp16": (False, "no GPU")},
+    "zen4": {"int8-dynamic": (True, "avx512_vnni present"),
+             "bf16": (True, "avx512_bf16 present"), "fp16": (False, "no GPU")},
+    "sapphire_rapids": {"int8-dynamic": (True, "amx_int8, avx512_vnni, avx_vnni present"),
+                        "bf16": (True, "amx_bf16, avx512_bf16 present"),
+                        "fp16": (False, "no GPU")},
+    "graviton3": {"int8-dynamic": (True, "i8mm, asimd_dotprod present"),
+                  "bf16": (True, "arm_bf16 present"), "fp16": (False, "no GPU")},
+}
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_applicability_on_each_machine(name: str, tmp_path: Path) -> None:
+    verdicts = _verdicts(profile_hardware(name, tmp_path))
+    for family, (applicable, phrase) in VERDICTS[name].items():
+        assert verdicts[family].applicable is applicable, family
+        assert phrase in verdicts[family].reason, (family, verdicts[family].reason)
+    assert verdicts["threads"].applicable and "4 usable cores" in verdicts["threads"].reason
+
+
+@pytest.mark.parametrize("name, schemes", [
+    ("avx2", ["U8S8 reduce_range", "U8U8"]),  # full-range U8S8 saturates without VNNI
+    ("zen4", ["U8S8"]),
+    ("sapphire_rapids", ["U8S8"]),
+    ("graviton3", ["S8S8"]),
+])
+def test_int8_schemes_offered_on_each_machine(name: str, schemes: list[str],
+                                              tmp_path: Path) -> None:
+    from infertune.optimize.passes._onnx import int8_scheme, int8_schemes
+
+    hw = profile_hardware(name, tmp_path)
+    assert [s.label for s in int8_schemes(hw)] == schemes
+    assert int8_scheme(hw).label == schemes[0]
+
+
+@pytest.mark.parametrize("cores, quota, threads_applicable", [(1, None, False), (4, 0.5, False),
+                                                               (4, 1.5, True), (16, None, True)])
+def test_thread_sizing_follows_cores_and_quota(cores: int, quota: float | None,
+                                                threads_applicable: bool, tmp_path: Path) -> None:
+    hw = profile_hardware("zen4", tmp_path, cores=cores, quota_cpus=quota)
+    assert hw.effective_cores == hardware.effective_cores(cores, quota)
+    assert _verdicts(hw)["threads"].applicable is threads_applicable
 
 
 def test_every_family_gets_one_verdict_in_order() -> None:

@@ -1,11 +1,14 @@
-"""`infertune doctor [--json]`: what this machine is and which optimization families apply."""
+"""`infertune doctor [--json] [--hardware FILE]`: what this machine is (or the machine a
+hardware.json describes) and which optimization families apply."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
+from infertune.errors import ConfigError
 from infertune.hardware import LIBRARIES, HardwareInfo, applicability, detect
 
 
@@ -21,20 +24,39 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(
             False, "--json", help="Print the hardware.json document (schema "
             "infertune.hardware/v1) on stdout instead of the table."),
+        hardware: Path | None = typer.Option(
+            None, "--hardware", help="Describe the machine in this hardware.json (e.g. a "
+            "run's, or `infertune doctor --json` saved on the production host) instead of "
+            "this one."),
     ) -> None:
-        hw = detect()
+        hw = detect() if hardware is None else read_hardware(hardware)
         if as_json:
             typer.echo(json.dumps(hw.to_dict(), indent=2))
             return
-        _print_tables(hw)
+        _print_tables(hw, "This machine" if hardware is None else f"The machine in {hardware}")
 
 
-def _print_tables(hw: HardwareInfo) -> None:
+def read_hardware(path: Path) -> HardwareInfo:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read --hardware {path}: {exc.strerror}; pass a file written "
+                          "by `infertune doctor --json`") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--hardware {path} is not JSON (line {exc.lineno}: {exc.msg}); pass "
+                          "a file written by `infertune doctor --json`") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"--hardware {path} must hold a JSON object as `infertune doctor "
+                          "--json` writes it")
+    return HardwareInfo.from_dict(data)
+
+
+def _print_tables(hw: HardwareInfo, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    machine = Table(title="This machine", show_header=False, title_justify="left")
+    machine = Table(title=title, show_header=False, title_justify="left")
     machine.add_column("fact", style="bold")
     machine.add_column("value")
     quota = f"{hw.cpu_quota} CPUs" if hw.cpu_quota is not None else "none"

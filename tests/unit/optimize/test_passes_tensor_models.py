@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cpu_profiles import this_cpu
+from int8_reference import simulate_dynamic_int8
 from onnx_graphs import OUT, WIDTH, make_conv, make_mlp
 from optimize_tiny_helpers import hardware
 
@@ -25,8 +27,9 @@ def _inputs(n: int = 48) -> list[np.ndarray]:
 
 
 def _build(model: Path, out: Path, names: list[str]) -> dict:
+    # this CPU, not a simulated one: INT8 numerics depend on the kernels that really run
     baseline = load(model)
-    ctx = PassContext(baseline, hardware(["avx2", "avx512_vnni"]), out, _inputs(),
+    ctx = PassContext(baseline, this_cpu(), out, _inputs(),
                       quality=QualityTarget(min_mean_cosine=0.99))
     return {r.pass_name: r for r in build_variants(baseline, ctx, names=names,
                                                    registry=registry())}
@@ -84,12 +87,30 @@ def test_tensor_variants_reload_in_a_fresh_process(built) -> None:
                           *(built[n].path for n in names)],
                          capture_output=True, text=True, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    reference = np.stack(load(built["ort_fp32"].path).predict(x))
-    for name in names:
+    for name in names:  # the fresh process computes what this one does, to float rounding
         rows = np.asarray(got[built[name].path])
         assert rows.shape == (3, OUT)
-        assert np.allclose(rows, reference, atol=0.1), name
+        assert np.allclose(rows, np.stack(load(built[name].path).predict(x)), atol=1e-6), name
     assert load(built["ort_fp32"].path).info.kind == "tensor"
+
+
+def test_dynamic_int8_computes_what_its_recorded_scheme_should(built) -> None:
+    """The variant's outputs match a numpy model of its own recorded INT8 scheme (no
+    saturation): this holds on any CPU for a scheme that is safe there, and fails by ~0.14 on
+    this MLP for full-range U8S8 run without VNNI."""
+    _assert_matches_its_scheme(built["ort_int8_dynamic_per_channel"], built["ort_fp32"],
+                               _inputs(8))
+
+
+def _assert_matches_its_scheme(int8, fp32, x: list[np.ndarray]) -> None:
+    settings = int8.manifest.passes[-1].settings
+    assert settings["weight_type"] in ("int8", "uint8") and "scheme_reason" in settings
+    expected = simulate_dynamic_int8(Path(fp32.path) / "model.onnx", np.stack(x),
+                                     weight_type=settings["weight_type"],
+                                     reduce_range=settings["reduce_range"],
+                                     per_channel=settings["per_channel"])
+    got = np.stack(load(int8.path).predict(x))
+    assert np.abs(got - expected).max() < 1e-3, settings
 
 
 def test_gemm_and_conv_graphs(tmp_path) -> None:
@@ -102,7 +123,7 @@ def test_gemm_and_conv_graphs(tmp_path) -> None:
     baseline = load(make_conv(tmp_path / "conv.onnx"))
     rng = np.random.default_rng(2)
     images = list(rng.standard_normal((32, 1, 8, 8)).astype(np.float32))
-    ctx = PassContext(baseline, hardware(["avx2", "avx512_vnni"]), tmp_path / "conv", images)
+    ctx = PassContext(baseline, this_cpu(), tmp_path / "conv", images)
     conv = {r.pass_name: r for r in build_variants(
         baseline, ctx, names=["ort_int8_dynamic_per_channel", "ort_int8_static_minmax"],
         registry=registry())}
@@ -132,6 +153,27 @@ def test_a_torchscript_model_is_exported_and_quantized(tmp_path) -> None:
     assert fp32.manifest.agreement.max_abs_diff < 1e-5
     int8 = results["ort_int8_dynamic_per_channel"]
     assert int8.built, int8.reason
-    x = _inputs(4)
-    expected = module(torch.from_numpy(np.stack(x))).detach().numpy()
-    assert np.allclose(np.stack(load(int8.path).predict(x)), expected, atol=0.05)
+    _assert_matches_its_scheme(int8, fp32, _inputs(4))
+
+
+@pytest.mark.parametrize("floor, trials, chosen, why", [
+    (0.99, ["U8S8 reduce_range"], "U8S8 reduce_range", "first scheme meeting"),
+    (0.99985, ["U8S8 reduce_range", "U8U8"], "U8U8", "first scheme meeting"),
+    (0.999999, ["U8S8 reduce_range", "U8U8"], "U8U8", "kept the most accurate"),
+])
+def test_without_vnni_the_pass_keeps_the_first_safe_scheme_meeting_the_floor(
+        tmp_path, floor, trials, chosen, why) -> None:
+    """On an AVX2-only description both safe schemes are candidates (neither saturates on any
+    CPU, so this runs anywhere). On this MLP's 48 inputs U8S8 with 7-bit weights gives mean
+    cosine ~0.99978 and U8U8 ~0.99990 against fp32."""
+    baseline = load(make_mlp(tmp_path / "mlp.onnx"))
+    ctx = PassContext(baseline, hardware(["avx2"]), tmp_path / "v", _inputs(),
+                      quality=QualityTarget(min_mean_cosine=floor))
+    result = {r.pass_name: r for r in build_variants(
+        baseline, ctx, names=["ort_int8_dynamic_per_channel"], registry=registry())}
+    int8 = result["ort_int8_dynamic_per_channel"]
+    settings = int8.manifest.passes[-1].settings
+    assert [t["scheme"] for t in settings["scheme_trials"]] == trials
+    label = "U8U8" if settings["weight_type"] == "uint8" else "U8S8 reduce_range"
+    assert label == chosen and why in settings["scheme_choice"]
+    _assert_matches_its_scheme(int8, result["ort_fp32"], _inputs(4))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from optimize_tiny_helpers import SENTENCES, hardware, tiny_registry
 
-from infertune.optimize.passes._onnx import int8_scheme
+from infertune.optimize.passes._onnx import int8_scheme, int8_schemes
 
 EXPECTED_BUILT = {
     "torch_fp32", "torch_bf16", "torch_compile", "torch_int8_dynamic", "ort_fp32",
@@ -119,11 +119,18 @@ def test_skip_layernorm_probe_times_both_forms():
 
 
 def test_int8_variants_contain_int8_ops(built_all):
-    _, results = built_all
+    ctx, results = built_all
     dyn = results["ort_int8_dynamic_per_channel"].manifest
     assert dyn.op_counts["QAttention"] == 2 and dyn.op_counts["MatMulInteger"] == 6
-    assert dyn.passes[-1].settings["weight_type"] == "int8"
-    assert dyn.passes[-1].settings["reduce_range"] is False
+    settings = dyn.passes[-1].settings
+    offered = {s.label: s for s in int8_schemes(ctx.hardware)}
+    chosen = next(s for s in offered.values()
+                  if (s.weight, s.reduce_range) == (settings["weight_type"],
+                                                    settings["reduce_range"]))
+    assert settings["scheme_reason"] == chosen.reason
+    if len(offered) > 1:  # the choice was made by measurement: the evidence is recorded
+        assert [t["scheme"] for t in settings["scheme_trials"]][-1] == chosen.label
+        assert settings["scheme_trials"][-1]["meets_floor"] is True
     static = results["ort_int8_static_minmax"].manifest
     assert static.op_counts["QuantizeLinear"] > 0 and static.op_counts["DequantizeLinear"] > 0
     assert static.passes[-1].settings["calibration_inputs"] == len(SENTENCES)
@@ -133,6 +140,7 @@ def test_int8_scheme_follows_cpu_flags():
     assert int8_scheme(hardware(["avx2", "avx512_vnni"])).reduce_range is False
     plain = int8_scheme(hardware(["avx2"]))
     assert (plain.activation, plain.weight, plain.reduce_range) == ("uint8", "int8", True)
+    assert [s.label for s in int8_schemes(hardware(["avx2"]))] == ["U8S8 reduce_range", "U8U8"]
 
 
 def test_thread_variants_use_effective_cores(built_all):

@@ -7,18 +7,28 @@ import contextlib
 import copy
 import io
 import logging
+import shutil
+import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.hardware import HardwareInfo
-from infertune.models.variant import PassRecord
+from infertune.models.runners import OrtRunner, ort_session
+from infertune.models.variant import Agreement, PassRecord
 from infertune.optimize.passes._text import TOKENIZER_DIR
 from infertune.optimize.passes.base import PassContext
-from infertune.optimize.variant import Variant, finalize, fresh_dir, link_or_copy
+from infertune.optimize.variant import (
+    Variant,
+    agreement,
+    finalize,
+    fresh_dir,
+    link_or_copy,
+    predict_rows,
+)
 
 MODEL_FILE = "model.onnx"
 # Operators whose presence in the saved graph proves a fusion or quantization happened.
@@ -61,21 +71,88 @@ class Int8Scheme:
     reduce_range: bool
     reason: str
 
+    @property
+    def label(self) -> str:
+        def letter(dtype: str) -> str:
+            return "U" if dtype == "uint8" else "S"
+
+        name = f"{letter(self.activation)}8{letter(self.weight)}8"
+        return name + (" reduce_range" if self.reduce_range else "")
+
     def to_settings(self) -> dict[str, Any]:
         return {"activation_type": self.activation, "weight_type": self.weight,
                 "reduce_range": self.reduce_range, "scheme_reason": self.reason}
 
 
-def int8_scheme(hw: HardwareInfo) -> Int8Scheme:
+def int8_schemes(hw: HardwareInfo) -> list[Int8Scheme]:
+    """The INT8 schemes that are numerically safe on this CPU, in the order they are tried
+    (expected fastest first); ``choose_int8_scheme`` keeps the first that meets the floor.
+
+    Without VNNI, U8S8 runs on AVX2/AVX-512's vpmaddubsw, whose 16-bit pair sums saturate: on
+    the test MLP (tests/helpers/onnx_graphs.py) per-channel U8S8 at full range gave max error
+    0.147 against 0.037 with 7-bit weights, on a 2-core AVX2 EPYC. So full-range U8S8 is not
+    offered there. U8U8 takes a non-saturating kernel and is more accurate but slower (minilm
+    per channel on that CPU: mean cosine 0.9936 and p95 6.43 ms, against 0.9918 and 5.69 ms
+    for U8S8 + reduce_range; issue 13's measurements), so it is the fallback, not the default.
+    """
     if any(hw.has(f) for f in VNNI_FLAGS):
-        return Int8Scheme("uint8", "int8", False,
-                          "VNNI present: U8S8 runs on the VNNI dot-product path without "
-                          "saturation")
+        return [Int8Scheme("uint8", "int8", False,
+                           "VNNI present: U8S8 runs on the VNNI dot-product path without "
+                           "saturation")]
     if hw.arch.startswith(("arm", "aarch")) or hw.has("neon"):
-        return Int8Scheme("int8", "int8", False, "ARM: S8S8 is onnxruntime's ARM fast path")
-    return Int8Scheme("uint8", "int8", True,
-                      "no VNNI: U8S8 on AVX2/AVX-512 can saturate in the 16-bit intermediate, "
-                      "so weights use 7-bit range (reduce_range)")
+        return [Int8Scheme("int8", "int8", False, "ARM: S8S8 is onnxruntime's ARM fast path")]
+    return [Int8Scheme("uint8", "int8", True,
+                       "no VNNI: U8S8 on AVX2/AVX-512 can saturate in the 16-bit intermediate, "
+                       "so weights use 7-bit range (reduce_range)"),
+            Int8Scheme("uint8", "uint8", False,
+                       "no VNNI: U8U8 avoids the saturating U8S8 kernel at full 8-bit range; "
+                       "more accurate, slower")]
+
+
+def int8_scheme(hw: HardwareInfo) -> Int8Scheme:
+    """The first scheme tried on this CPU (what a pass uses when it cannot try several)."""
+    return int8_schemes(hw)[0]
+
+
+def choose_int8_scheme(ctx: PassContext, dst: Path, record: PassRecord,
+                       build: Callable[[Int8Scheme, Path], None]) -> Int8Scheme:
+    """Write ``dst`` with the first scheme safe on this CPU whose agreement with the baseline
+    on the calibration inputs meets the floor, else with the most accurate one (the quality
+    gate then judges it). Every trial is recorded in ``record.settings`` as evidence."""
+    schemes = int8_schemes(ctx.hardware)
+    if len(schemes) == 1:  # nothing to choose between: skip the scoring passes
+        build(schemes[0], dst)
+        record.settings |= schemes[0].to_settings()
+        return schemes[0]
+    trials: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        scored: list[tuple[Int8Scheme, Path, Agreement]] = []
+        for scheme in schemes:
+            trial = Path(tmp) / f"{len(scored)}.onnx"
+            build(scheme, trial)
+            found = score_graph(trial, ctx)
+            scored.append((scheme, trial, found))
+            trials.append({"scheme": scheme.label, "mean_cosine": round(found.mean_cosine, 6),
+                           "min_cosine": round(found.min_cosine, 6),
+                           "meets_floor": ctx.quality.holds(found)})
+            if ctx.quality.holds(found):
+                break
+        passing = [s for s in scored if ctx.quality.holds(s[2])]
+        chosen = passing[0] if passing else max(scored, key=lambda s: s[2].mean_cosine)
+        shutil.copyfile(chosen[1], dst)
+    why = (f"first scheme meeting {ctx.quality.describe()} on "
+           f"{len(ctx.calibration_inputs())} calibration inputs" if passing else
+           f"no scheme met {ctx.quality.describe()}; kept the most accurate")
+    record.settings |= chosen[0].to_settings() | {"scheme_trials": trials,
+                                                  "scheme_choice": why}
+    return chosen[0]
+
+
+def score_graph(path: Path, ctx: PassContext) -> Agreement:
+    """Agreement of the graph at ``path`` with the baseline on the calibration inputs."""
+    adapter = ctx.baseline.with_runner(OrtRunner(ort_session(str(path))))
+    return agreement(ctx.reference("calibration"),
+                     predict_rows(adapter, ctx.calibration_inputs()))
 
 
 def quant_type(name: str) -> Any:

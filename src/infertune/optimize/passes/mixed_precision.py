@@ -16,10 +16,9 @@ from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.models.variant import Agreement, Fp32Layer, Manifest, PassRecord
-from infertune.optimize.passes._onnx import OrtDerivedPass, int8_scheme
+from infertune.optimize.passes._onnx import OrtDerivedPass, int8_scheme, score_graph
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.ort_dynamic_int8 import quantize_dynamic_file
-from infertune.optimize.variant import agreement, predict_rows
 
 
 @dataclass
@@ -56,7 +55,7 @@ class MixedPrecisionPass(OrtDerivedPass):
             def score(**kw: Any) -> Agreement:
                 quantize_dynamic_file(src, trial, per_channel=self.per_channel,
                                       weight=scheme.weight, reduce_range=scheme.reduce_range, **kw)
-                return _score(trial, ctx)
+                return score_graph(trial, ctx)
 
             ranked = sorted((Sensitivity(n, op, score(only=[n]).mean_cosine)
                              for n, op in quantizable_nodes(src)), key=lambda s: s.mean_cosine)
@@ -109,10 +108,3 @@ def quantizable_nodes(path: Path) -> list[tuple[str, str]]:
     if not found:
         raise NotApplicableError("no MatMul with constant weights to quantize")
     return found
-
-
-def _score(path: Path, ctx: PassContext) -> Agreement:
-    from infertune.models.runners import OrtRunner, ort_session
-
-    adapter = ctx.baseline.with_runner(OrtRunner(ort_session(str(path))))
-    return agreement(ctx.reference("calibration"), predict_rows(adapter, ctx.calibration_inputs()))

@@ -1,7 +1,7 @@
 """onnxruntime dynamic INT8: weights quantized offline, activations per batch at run time.
 
 Per-tensor uses one scale per weight matrix; per-channel one per output column, which keeps
-more accuracy for the same kernels. Activation/weight types follow the CPU (see int8_scheme)."""
+more accuracy for the same kernels. Activation/weight types follow the CPU (see int8_schemes)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 from infertune.errors import NotApplicableError
 from infertune.models.variant import PassRecord
 from infertune.optimize.passes._onnx import (
+    Int8Scheme,
     OrtDerivedPass,
-    int8_scheme,
+    choose_int8_scheme,
     op_counts,
     quant_type,
     quiet_quantizer,
@@ -33,11 +34,13 @@ class OrtDynamicInt8Pass(OrtDerivedPass):
         return {"per_channel": self.per_channel, "op_types": ["MatMul", "Attention"]}
 
     def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
-        scheme = int8_scheme(ctx.hardware)
+        def build(scheme: Int8Scheme, out: Path) -> None:
+            quantize_dynamic_file(src, out, per_channel=self.per_channel,
+                                  weight=scheme.weight, reduce_range=scheme.reduce_range)
+
+        choose_int8_scheme(ctx, dst, record, build)
         # onnxruntime's DynamicQuantizeLinear makes uint8 activations whatever the CPU
-        record.settings |= scheme.to_settings() | {"activation_type": "uint8"}
-        quantize_dynamic_file(src, dst, per_channel=self.per_channel,
-                              weight=scheme.weight, reduce_range=scheme.reduce_range)
+        record.settings["activation_type"] = "uint8"
         if not any(op in op_counts(dst) for op in INT8_OPS):
             raise NotApplicableError(
                 "no MatMul, Gemm or Attention with constant weights to quantize dynamically (a "

@@ -16,8 +16,9 @@ import numpy as np
 from infertune.errors import NotApplicableError
 from infertune.models.variant import PassRecord
 from infertune.optimize.passes._onnx import (
+    Int8Scheme,
     OrtDerivedPass,
-    int8_scheme,
+    choose_int8_scheme,
     quant_type,
     quiet_quantizer,
 )
@@ -52,9 +53,8 @@ class OrtStaticInt8Pass(OrtDerivedPass):
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_static
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-        scheme = int8_scheme(ctx.hardware)
         inputs = ctx.calibration_inputs()
-        record.settings |= scheme.to_settings() | {"calibration_inputs": len(inputs)}
+        record.settings["calibration_inputs"] = len(inputs)
         methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                    "percentile": CalibrationMethod.Percentile}
         with tempfile.TemporaryDirectory() as tmp:
@@ -63,17 +63,21 @@ class OrtStaticInt8Pass(OrtDerivedPass):
             if model is None:
                 raise NotApplicableError("symbolic shape inference failed on this graph")
             onnx.save(model, str(typed))
-            with quiet_quantizer():
-                quantize_static(
-                    str(typed), str(dst), _reader(ctx, inputs, self.method != "minmax"),
-                    quant_format=QuantFormat.QDQ,
-                    per_channel=self.per_channel, reduce_range=scheme.reduce_range,
-                    activation_type=quant_type(scheme.activation),
-                    weight_type=quant_type(scheme.weight),
-                    calibrate_method=methods[self.method],
-                    op_types_to_quantize=list(STATIC_OP_TYPES),
-                    calibration_providers=["CPUExecutionProvider"],
-                    extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+            def build(scheme: Int8Scheme, out: Path) -> None:
+                with quiet_quantizer():
+                    quantize_static(
+                        str(typed), str(out), _reader(ctx, inputs, self.method != "minmax"),
+                        quant_format=QuantFormat.QDQ,
+                        per_channel=self.per_channel, reduce_range=scheme.reduce_range,
+                        activation_type=quant_type(scheme.activation),
+                        weight_type=quant_type(scheme.weight),
+                        calibrate_method=methods[self.method],
+                        op_types_to_quantize=list(STATIC_OP_TYPES),
+                        calibration_providers=["CPUExecutionProvider"],
+                        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+            choose_int8_scheme(ctx, dst, record, build)
 
 
 def _reader(ctx: PassContext, inputs: list[Any], same_width: bool) -> Any:
