@@ -45,7 +45,19 @@ from prometheus_client import (
     generate_latest,
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from infertune.serve.relay import (
+    AppLifespan,
+    call_app,
+    get_scope,
+    headers_of,
+    labelled_exposition,
+    read_body,
+    respond,
+    respond_error,
+    respond_json,
+)
 
 log = logging.getLogger("infertune.serve.routing")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -190,7 +202,7 @@ class Router:
         self.answered: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
         self.pending: set[asyncio.Task[None]] = set()
         self.metrics = RouterMetrics()
-        self._lifespans: list[_AppLifespan] = []
+        self._lifespans: list[AppLifespan] = []
         self._publish()
 
     # -- routing state -------------------------------------------------------------------
@@ -282,12 +294,12 @@ class Router:
         if path == "/v1/predict" and method == "POST":
             await self._predict(scope, receive, send)
         elif path == "/healthz":
-            await _json(send, 200, {"status": "alive"})
+            await respond_json(send, 200, {"status": "alive"})
         elif path == "/readyz":
             await self._readyz(send)
         elif path == "/metrics" and method == "GET":
             if await self._guard(scope, send, admin=False):
-                await _respond(send, 200, self.exposition(), CONTENT_TYPE_LATEST)
+                await respond(send, 200, self.exposition(), CONTENT_TYPE_LATEST)
         elif path == "/v1/feedback" and method == "POST":
             if await self._guard(scope, send, admin=False):
                 await self._feedback(receive, send)
@@ -298,12 +310,12 @@ class Router:
             await self.releases[self.state.stable].app(scope, receive, send)
 
     async def _predict(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _read_body(receive, self.max_body_bytes)
+        body = await read_body(receive, self.max_body_bytes)
         if body is None:
-            await _json(send, 413, {"error": f"request body is over the {self.max_body_bytes}"
-                                    "-byte limit; send fewer or shorter inputs"})
+            await respond_error(send, 413, f"request body is over the {self.max_body_bytes}-"
+                                "byte limit; send fewer or shorter inputs")
             return
-        headers = _headers(scope)
+        headers = headers_of(scope)
         unit = headers.get("x-unit-id") or None
         given = headers.get("x-request-id", "")
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
@@ -313,7 +325,7 @@ class Router:
         s = self.state
         # the other side of the comparison: the stable for a canary answer, else the shadow
         other = s.stable if name == s.canary else s.shadow if name == s.stable else None
-        status, answer = await _call(self.releases[name].app, scope, body, send, extra,
+        status, answer = await call_app(self.releases[name].app, scope, body, send, extra,
                                      capture=other is not None, disconnect=receive)
         self._remember(request_id, name, unit)
         if other is not None and status == 200:
@@ -330,7 +342,7 @@ class Router:
             return
 
         async def replay() -> None:
-            status, answer = await _call(self.releases[target].app, scope, body, None, [],
+            status, answer = await call_app(self.releases[target].app, scope, body, None, [],
                                          capture=True, disconnect=None)
             if status != 200:
                 self.metrics.rows.labels(candidate, "error").inc()
@@ -364,29 +376,29 @@ class Router:
 
     async def _readyz(self, send: Send) -> None:
         for name, rel in self.releases.items():
-            status, _ = await _call(rel.app, _get_scope("/readyz"), b"", None, [],
+            status, _ = await call_app(rel.app, get_scope("/readyz"), b"", None, [],
                                     capture=False, disconnect=None)
             if status != 200:
-                await _json(send, 503, {"error": f"release {name} is not ready yet"})
+                await respond_error(send, 503, f"release {name} is not ready yet")
                 return
-        await _json(send, 200, {"status": "ready", "releases": sorted(self.releases)})
+        await respond_json(send, 200, {"status": "ready", "releases": sorted(self.releases)})
 
     async def _feedback(self, receive: Receive, send: Send) -> None:
-        raw = await _read_body(receive, 4096)
+        raw = await read_body(receive, 4096)
         try:
             item = FeedbackBody.model_validate_json(raw or b"")
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(p) for p in err["loc"]) or "body"
-            await _json(send, 422, {"error": f"feedback {field}: {err['msg']}; send "
-                                    '{"request_id": "<X-Request-Id>", "metric": "conversion", '
-                                    '"value": 0 or 1}'})
+            await respond_error(send, 422, f"feedback {field}: {err['msg']}; send "
+                                '{"request_id": "<X-Request-Id>", "metric": "conversion", '
+                                '"value": 0 or 1}')
             return
         known = self.answered.get(item.request_id)
         if known is None:
-            await _json(send, 404, {"error": f"request id {item.request_id!r} is unknown here "
-                                    f"(only the last {self.remembered_requests} answers are "
-                                    "remembered); send the X-Request-Id of a recent answer"})
+            await respond_error(send, 404, f"request id {item.request_id!r} is unknown here "
+                                f"(only the last {self.remembered_requests} answers are "
+                                "remembered); send the X-Request-Id of a recent answer")
             return
         release, unit = known
         record = FeedbackItem(item.request_id, release, unit, item.metric, item.value,
@@ -396,67 +408,55 @@ class Router:
         self.metrics.feedback.labels(release, item.metric).inc()
         if item.value == 1:
             self.metrics.feedback_ones.labels(release, item.metric).inc()
-        await _json(send, 200, {"recorded": True, "release": release})
+        await respond_json(send, 200, {"recorded": True, "release": release})
 
     async def _admin(self, method: str, receive: Receive, send: Send) -> None:
         if method == "GET":
-            await _json(send, 200, self.state.model_dump())
+            await respond_json(send, 200, self.state.model_dump())
             return
-        raw = await _read_body(receive, 4096)
+        raw = await read_body(receive, 4096)
         try:
             change = RoutingChange.model_validate_json(raw or b"")
             event = self.apply(change)
         except ValidationError as exc:
             err = exc.errors()[0]
-            await _json(send, 422, {"error": f"routing change: {err['msg']}; send "
-                                    '{"action": "weight|promote|rollback|shadow", ...}'})
+            await respond_error(send, 422, f"routing change: {err['msg']}; send "
+                                '{"action": "weight|promote|rollback|shadow|canary", ...}')
             return
         except ValueError as exc:
-            await _json(send, 409, {"error": str(exc)})
+            await respond_error(send, 409, str(exc))
             return
         if self.events is not None:
             await asyncio.to_thread(self.events.record_event, event)
-        await _json(send, 200, self.state.model_dump())
+        await respond_json(send, 200, self.state.model_dump())
 
     async def _guard(self, scope: Scope, send: Send, *, admin: bool) -> bool:
         if self.api_key is None and not admin:
             return True
         if self.api_key is None:
-            await _json(send, 403, {"error": "admin routes need an API key; set api_key_env "
-                                    "in the serve policy and export that variable"})
+            await respond_error(send, 403, "admin routes need an API key; set api_key_env in "
+                                "the serve policy and export that variable")
             return False
-        headers = _headers(scope)
+        headers = headers_of(scope)
         given = headers.get("x-api-key", "")
         bearer = headers.get("authorization", "")
         if not given and bearer.lower().startswith("bearer "):
             given = bearer[7:].strip()
         if given and hmac.compare_digest(given.encode(), self.api_key.encode()):
             return True
-        await _json(send, 401, {"error": "missing or wrong API key; send X-API-Key: <key>"})
+        await respond_error(send, 401, "missing or wrong API key; send X-API-Key: <key>")
         return False
 
     def exposition(self) -> bytes:
-        """Every release's metrics with ``release="NAME"``, one group per family, then the
-        router's own (already labelled by release)."""
-        families: OrderedDict[str, tuple[list[str], list[str]]] = OrderedDict()
-        for name, rel in self.releases.items():
-            current = ""
-            for line in generate_latest(rel.registry).decode().splitlines():
-                if line.startswith("# "):
-                    current = line.split()[2]
-                    comments, _ = families.setdefault(current, ([], []))
-                    if len(comments) < 2:
-                        comments.append(line)
-                elif line:
-                    families.setdefault(current, ([], []))[1].append(_labelled(line, name))
-        lines = [line for comments, samples in families.values() for line in comments + samples]
-        return ("\n".join(lines) + "\n").encode() + generate_latest(self.metrics.registry)
+        """Every release's metrics with ``release="NAME"``, then the router's own."""
+        named = [(name, rel.registry) for name, rel in self.releases.items()]
+        return labelled_exposition(named) + generate_latest(self.metrics.registry)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
         try:
             for rel in self.releases.values():
-                span = _AppLifespan(rel.app)
+                span = AppLifespan(rel.app)
                 await span.start()
                 self._lifespans.append(span)
         except Exception as exc:  # noqa: BLE001 - reported to the server, which exits
@@ -471,120 +471,3 @@ class Router:
         for span in reversed(self._lifespans):
             await span.stop()
         await send({"type": "lifespan.shutdown.complete"})
-
-
-class _AppLifespan:
-    """Drives one release app's ASGI lifespan (its queue, batcher and workers)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.inbox: asyncio.Queue[Message] = asyncio.Queue()
-        self.outbox: asyncio.Queue[Message] = asyncio.Queue()
-        self.task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
-        self.task = asyncio.ensure_future(self.app(scope, self.inbox.get, self.outbox.put))
-        await self.inbox.put({"type": "lifespan.startup"})
-        reply = await self._reply()
-        if reply["type"] != "lifespan.startup.complete":
-            raise RuntimeError(reply.get("message") or "a release failed to start")
-
-    async def stop(self) -> None:
-        await self.inbox.put({"type": "lifespan.shutdown"})
-        await self._reply()
-        if self.task is not None:
-            await self.task
-
-    async def _reply(self) -> Message:
-        assert self.task is not None
-        getter = asyncio.ensure_future(self.outbox.get())
-        await asyncio.wait({getter, self.task}, return_when=asyncio.FIRST_COMPLETED)
-        if getter.done():
-            return getter.result()
-        getter.cancel()
-        error = self.task.exception()
-        return {"type": "lifespan.startup.failed", "message": str(error or "app exited")}
-
-
-def _headers(scope: Scope) -> dict[str, str]:
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-
-
-def _get_scope(path: str) -> Scope:
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-            "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
-            "query_string": b"", "headers": [], "client": ("127.0.0.1", 0),
-            "server": ("127.0.0.1", 0)}
-
-
-def _labelled(line: str, release: str) -> str:
-    """``name{a="b"} 1`` -> ``name{release="R",a="b"} 1``; ``name 1`` -> ``name{release="R"} 1``."""
-    cut = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
-    if line[cut:cut + 1] == "{":
-        return f'{line[:cut]}{{release="{release}",{line[cut + 1:]}'
-    return f'{line[:cut]}{{release="{release}"}}{line[cut:]}'
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    chunks, size, more = [], 0, True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        more = message.get("more_body", False)
-    return b"".join(chunks)
-
-
-async def _call(app: ASGIApp, scope: Scope, body: bytes, send: Send | None,
-                extra_headers: list[tuple[bytes, bytes]], *, capture: bool,
-                disconnect: Receive | None) -> tuple[int, bytes]:
-    """Run ``app`` on ``body``; pass its answer to ``send`` (when given) with extra headers,
-    and return (status, body when ``capture``)."""
-    done = asyncio.Event()
-    sent = False
-    status, chunks = 0, []
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        if disconnect is not None:
-            return await disconnect()
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def forward(message: Message) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = int(message["status"])
-            message = {**message, "headers": [*message.get("headers", []), *extra_headers]}
-        elif message["type"] == "http.response.body":
-            if capture:
-                chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                done.set()
-        if send is not None:
-            await send(message)
-
-    await app(dict(scope), replay, forward)
-    done.set()
-    return status, b"".join(chunks)
-
-
-async def _respond(send: Send, status: int, body: bytes, content_type: str) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type.encode()),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:
-    await _respond(send, status, json.dumps(payload).encode(), "application/json")
-
