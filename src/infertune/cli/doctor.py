@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -24,10 +25,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(
             False, "--json", help="Print the hardware.json document (schema "
             "infertune.hardware/v1) on stdout instead of the table."),
-        hardware: Path | None = typer.Option(
-            None, "--hardware", help="Describe the machine in this hardware.json (e.g. a "
-            "run's, or `infertune doctor --json` saved on the production host) instead of "
-            "this one."),
+        hardware: Annotated[Path | None, typer.Option(
+            "--hardware", help="Describe the machine in this hardware.json (e.g. a run's, or "
+            "`infertune doctor --json` saved on the production host) instead of this one.")
+        ] = None,
     ) -> None:
         hw = detect() if hardware is None else read_hardware(hardware)
         if as_json:
