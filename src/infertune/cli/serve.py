@@ -168,11 +168,24 @@ def register(app: typer.Typer) -> None:
             "--canary-weight", min=0, max=100, help="percent of traffic to the canary")] = 0.0,
         shadow: Annotated[str | None, typer.Option(
             "--shadow", help="release getting a mirrored copy of stable traffic")] = None,
+        engine: Annotated[str, typer.Option(
+            "--engine", help="local: one uvicorn process; ray: a Ray Serve application whose "
+            "replicas autoscale on queue length (needs the ray extra)")] = "local",
+        ray_address: Annotated[str | None, typer.Option(
+            "--ray-address", help="with --engine ray: join this Ray cluster (e.g. "
+            "ray://head:10001 or auto) instead of starting a local one-node Ray")] = None,
     ) -> None:
         from infertune.cli._common import quiet_libraries
         from infertune.models import load
         from infertune.serve import create_app, run_server
 
+        if engine not in ("local", "ray"):
+            raise ConfigError(f"--engine must be local or ray, got {engine!r}")
+        if ray_address is not None and engine != "ray":
+            raise ConfigError("--ray-address needs --engine ray")
+        if stable is not None and engine == "ray":
+            raise ConfigError("--engine ray serves one model or run for now; serve registry "
+                              "releases (--stable) with the local engine")
         if stable is not None:  # several registry releases behind the router (issue 15)
             from infertune.cli.release import serve_releases
             from infertune.serve.routing import RoutingState
@@ -196,6 +209,13 @@ def register(app: typer.Typer) -> None:
             "timeout_ms": timeout_ms, "api_key_env": api_key_env})
         warnings = exposure_warnings(host, policy, insecure_no_auth)
         quiet_libraries()
+        if engine == "ray":
+            from infertune.serve.engines.ray_engine import serve_on_ray  # the optional extra
+
+            serve_on_ray(model, model_ref, policy, fast_model_ref=fast_model, host=host,
+                         port=port, address=ray_address, warnings=tuple(warnings),
+                         echo=lambda line: typer.echo(line, err=True))
+            return
         adapter = load(model_ref)
         fast = load(fast_model) if fast_model else None
         if fast is not None:

@@ -1,0 +1,326 @@
+"""Ray Serve autoscaling settings derived from measurements — pure arithmetic, no Ray import.
+
+    derive_plan(ReplicaFacts, Demand, Limits) -> AutoscalePlan   every number with its reasoning
+
+The rules (each Derivation's ``reasoning`` repeats them with the numbers filled in):
+
+- **Operating point.** For each measured batch size b <= max_batch_size, a request can wait for
+  the batch in flight, the batching window and its own batch: W(b) = max_wait + 2 S(b), with S(b)
+  the measured service time. The operating point b* is the largest b with W(b) <= the SLO (the
+  policy's largest batch when no SLO is given; the smallest, with a warning, when none fits).
+- **target_ongoing_requests** (Little's law, L = X W): a replica at b* completes
+  X = b* / S(b*) inputs per second, each in the system for W(b*), so it holds
+  L = X W(b*) / inputs_per_request requests. More ongoing requests than that per replica means
+  queueing beyond the SLO budget: scale up.
+- **max_ongoing_requests** = 2 x target: headroom for a burst to form full batches while a new
+  replica starts; requests beyond it wait in Ray's router, where the autoscaler still counts them.
+- **look_back_period_s** = the replica cold start C (clamped to 2..30 s, and at least five
+  metric pushes): a fluctuation shorter than a replica takes to start cannot be served by a new
+  replica, so it is averaged away. The push interval is the cluster's (Ray's default 10 s; the
+  embedded cluster of `serve --engine ray` sets a shorter one).
+- **upscale_delay_s** = 2 pushes: two reports must agree before a replica is added.
+- **downscale_delay_s** = 3 C (at least 10 s): a lull must outlast three cold starts before a
+  replica that the returning load would need is released.
+- **min_replicas** (the warm pool) = ceil(rate reachable before a new replica serves / replica
+  capacity). A new replica serves after react = upscale delay + look-back / 2 + C; the rate can
+  reach min(peak, mean + ramp x react) by then, and the peak at once for a step (bursty, spiky,
+  trace, or no ramp given).
+- **max_replicas** = ceil(peak / replica capacity), at least min_replicas, cut to what the cost
+  ceiling allows at the peak (n <= 3.6 x peak x ceiling_per_1k / cost_per_hour) and to what the
+  cluster's CPUs hold; without a peak rate, what the cluster holds.
+
+Replica capacity is the measured per-replica goodput when given, else X at b* from the service
+curve (an estimate: an upper bound that ignores the batching window and HTTP overhead).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypedDict
+
+STEP_PATTERNS = frozenset({"bursty", "spiky", "trace"})
+LOOK_BACK_BOUNDS_S = (2.0, 30.0)
+DOWNSCALE_FLOOR_S = 10.0
+RAY_PUSH_INTERVAL_S = 10.0  # Ray Serve 2.60's default metric push interval
+
+
+@dataclass(frozen=True)
+class ReplicaFacts:
+    """What one replica does, measured: service time per batch size and its cold start."""
+
+    service_ms: dict[int, float]  # batch size -> p50 service time (ms)
+    service_source: str
+    cold_start_s: float
+    cold_start_source: str
+    max_batch_size: int
+    max_wait_ms: float
+    inputs_per_request: float = 1.0
+    goodput_rps: float | None = None  # measured per-replica goodput within the SLO
+    goodput_source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.service_ms or any(b < 1 or ms <= 0 for b, ms in self.service_ms.items()):
+            raise ValueError("service_ms needs at least one (batch >= 1, ms > 0) point")
+        if self.cold_start_s < 0 or self.max_batch_size < 1 or self.inputs_per_request <= 0:
+            raise ValueError("cold_start_s >= 0, max_batch_size >= 1, inputs_per_request > 0")
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The traffic and the SLO the scenario states (all optional)."""
+
+    slo_ms: float | None = None
+    slo_source: str = ""
+    mean_rps: float | None = None
+    peak_rps: float | None = None
+    pattern: str | None = None
+    ramp_rps_per_s: float | None = None  # fastest rise in the traffic shape; None: unknown
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What caps the replica count: money and the cluster."""
+
+    cpus_per_replica: float = 1.0
+    cluster_cpus: float | None = None
+    cost_per_hour_usd: float | None = None  # one replica
+    cost_ceiling_usd_per_1k: float | None = None
+
+
+@dataclass(frozen=True)
+class Derivation:
+    value: float
+    unit: str
+    reasoning: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Derivation:
+        return cls(**data)
+
+
+class RayAutoscaling(TypedDict):
+    """The keys of Ray Serve's ``autoscaling_config`` this plan sets."""
+
+    min_replicas: int
+    initial_replicas: int
+    max_replicas: int
+    target_ongoing_requests: float
+    metrics_interval_s: float
+    look_back_period_s: float
+    upscale_delay_s: float
+    downscale_delay_s: float
+
+
+@dataclass
+class AutoscalePlan:
+    target_ongoing_requests: Derivation
+    max_ongoing_requests: Derivation
+    min_replicas: Derivation
+    max_replicas: Derivation
+    look_back_period_s: Derivation
+    metrics_push_interval_s: Derivation
+    upscale_delay_s: Derivation
+    downscale_delay_s: Derivation
+    replica_capacity_rps: Derivation
+    warnings: list[str] = field(default_factory=list)
+
+    def derivations(self) -> dict[str, Derivation]:
+        return {k: v for k, v in vars(self).items() if isinstance(v, Derivation)}
+
+    def ray_autoscaling(self) -> RayAutoscaling:
+        return RayAutoscaling(
+            min_replicas=int(self.min_replicas.value),
+            initial_replicas=int(self.min_replicas.value),
+            max_replicas=int(self.max_replicas.value),
+            target_ongoing_requests=self.target_ongoing_requests.value,
+            metrics_interval_s=self.metrics_push_interval_s.value,
+            look_back_period_s=self.look_back_period_s.value,
+            upscale_delay_s=self.upscale_delay_s.value,
+            downscale_delay_s=self.downscale_delay_s.value)
+
+    def lines(self) -> list[str]:
+        """One line per derived number, for a person to read."""
+        out = [f"{name} = {_num(d.value)} {d.unit}: {d.reasoning}"
+               for name, d in self.derivations().items()]
+        return out + [f"warning: {w}" for w in self.warnings]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: d.to_dict() for k, d in self.derivations().items()},
+                "warnings": list(self.warnings), "ray_autoscaling_config": self.ray_autoscaling()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AutoscalePlan:
+        names = [f for f in cls.__dataclass_fields__ if f != "warnings"]
+        return cls(**{n: Derivation.from_dict(data[n]) for n in names},
+                   warnings=list(data.get("warnings", [])))
+
+
+def _num(value: float) -> str:
+    return f"{value:g}" if value == int(value) else f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class _Point:
+    batch: int
+    service_ms: float
+    latency_ms: float  # W(b)
+    inputs_per_s: float
+
+
+def operating_point(facts: ReplicaFacts, slo_ms: float | None) -> tuple[_Point, str, list[str]]:
+    """b*, the sentence explaining it, and a warning when no batch size meets the SLO."""
+    points = [_Point(b, ms, facts.max_wait_ms + 2 * ms, 1000.0 * b / ms)
+              for b, ms in sorted(facts.service_ms.items()) if b <= facts.max_batch_size]
+    if not points:
+        smallest = min(facts.service_ms)
+        ms = facts.service_ms[smallest]
+        points = [_Point(smallest, ms, facts.max_wait_ms + 2 * ms, 1000.0 * smallest / ms)]
+    if slo_ms is None:
+        best = points[-1]
+        return best, (f"no SLO given, so the policy's largest measured batch b*={best.batch} "
+                      f"(W = {facts.max_wait_ms:g} + 2 x {best.service_ms:.3g} = "
+                      f"{best.latency_ms:.3g} ms)"), []
+    fits = [p for p in points if p.latency_ms <= slo_ms]
+    if not fits:
+        best = points[0]
+        warning = (f"even batch {best.batch} takes W = {best.latency_ms:.3g} ms > the "
+                   f"{slo_ms:g} ms SLO; replicas will miss it under any load — optimize the "
+                   "model or relax the SLO")
+        return best, f"no batch meets the {slo_ms:g} ms SLO; smallest batch b*={best.batch}", [
+            warning]
+    best = fits[-1]
+    return best, (f"largest measured batch whose W(b) = max_wait + 2 S(b) = "
+                  f"{facts.max_wait_ms:g} + 2 x {best.service_ms:.3g} = {best.latency_ms:.3g} ms "
+                  f"fits the {slo_ms:g} ms SLO: b*={best.batch}"), []
+
+
+def derive_plan(facts: ReplicaFacts, demand: Demand | None = None,
+                limits: Limits | None = None, *, push_interval_s: float = RAY_PUSH_INTERVAL_S,
+                push_source: str = "Ray's default") -> AutoscalePlan:
+    """Every autoscaling number for one deployment, from the facts (see the module rules)."""
+    demand = demand or Demand()
+    limits = limits or Limits()
+    point, why_point, warnings = operating_point(facts, demand.slo_ms)
+    slo_note = f" ({demand.slo_source})" if demand.slo_source else ""
+    requests_per_s = point.inputs_per_s / facts.inputs_per_request
+    held = requests_per_s * point.latency_ms / 1000.0
+    target = Derivation(max(1.0, round(held, 2)), "requests per replica", (
+        f"Little's law L = X W: {why_point}{slo_note}; X = {point.batch} / {point.service_ms:.3g}"
+        f" ms = {point.inputs_per_s:.3g} inputs/s ({facts.service_source}) / "
+        f"{facts.inputs_per_request:g} inputs per request = {requests_per_s:.3g} req/s; "
+        f"L = {requests_per_s:.3g} x {point.latency_ms / 1000:.3g} s = {held:.3g}"
+        + (" (raised to 1)" if held < 1 else "")))
+    max_ongoing = Derivation(float(max(2, math.ceil(2 * target.value))), "requests per replica", (
+        f"2 x target {target.value:g}: headroom for a burst to fill batches while a new replica "
+        "starts; the excess waits in Ray's router, where the autoscaler still counts it"))
+    capacity = _capacity(facts, point, requests_per_s)
+    c = facts.cold_start_s
+    look_lo, look_hi = LOOK_BACK_BOUNDS_S
+    clamped = min(look_hi, max(look_lo, c))
+    look = max(clamped, 5 * push_interval_s)
+    push = Derivation(push_interval_s, "s", (
+        f"how often replicas and the proxy report their queues to Ray's autoscaler "
+        f"({push_source}; RAY_SERVE_REPLICA/HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S)"))
+    look_back = Derivation(round(look, 3), "s", (
+        f"one replica cold start C = {c:.3g} s ({facts.cold_start_source}), clamped to "
+        f"{look_lo:g}..{look_hi:g} s and at least 5 metric pushes (5 x {push_interval_s:g} s): "
+        "a swing shorter than a replica takes to start cannot be served by a new one, so the "
+        "signal is averaged over C"))
+    up = Derivation(round(2 * push_interval_s, 3), "s", (
+        f"2 metric pushes x {push_interval_s:g} s: two reports must agree the replicas are over "
+        "target before one is added"))
+    down = Derivation(round(max(DOWNSCALE_FLOOR_S, 3 * c), 3), "s", (
+        f"3 x cold start {c:.3g} s (at least {DOWNSCALE_FLOOR_S:g} s): a lull must outlast three "
+        "cold starts before a replica the returning load would need is released"))
+    react = up.value + look / 2 + c
+    min_r = _warm_pool(demand, capacity.value, react, up.value, look, c)
+    max_r, max_warn = _max_replicas(demand, limits, capacity.value, int(min_r.value))
+    if max_r.value < min_r.value:
+        min_r = Derivation(max_r.value, "replicas",
+                           f"{min_r.reasoning}; cut to max_replicas {max_r.value:g}")
+    return AutoscalePlan(target, max_ongoing, min_r, max_r, look_back, push, up, down, capacity,
+                         warnings + max_warn)
+
+
+def _capacity(facts: ReplicaFacts, point: _Point, requests_per_s: float) -> Derivation:
+    if facts.goodput_rps is not None and facts.goodput_rps > 0:
+        return Derivation(round(facts.goodput_rps, 3), "req/s per replica",
+                          f"measured goodput of one replica ({facts.goodput_source})")
+    return Derivation(round(requests_per_s, 3), "req/s per replica", (
+        f"estimate: X at b*={point.batch} from the service curve ({facts.service_source}); an "
+        "upper bound that leaves out the batching window and HTTP overhead"))
+
+
+def _warm_pool(demand: Demand, capacity: float, react: float, up: float, look: float,
+               cold: float) -> Derivation:
+    base = demand.mean_rps
+    if base is None and demand.peak_rps is None:
+        return Derivation(1.0, "replicas", "no traffic rates given (scenario traffic.mean_rps / "
+                          "peak_rps): a warm pool of one replica")
+    peak = demand.peak_rps if demand.peak_rps is not None else base
+    assert peak is not None
+    start = base if base is not None else peak
+    timing = (f"a new replica serves {react:.3g} s after the load rises (upscale delay {up:g} + "
+              f"half the look-back {look / 2:.3g} + cold start {cold:.3g} s)")
+    if demand.pattern in STEP_PATTERNS or (demand.ramp_rps_per_s is None and peak > start):
+        reach = peak
+        how = (f"the '{demand.pattern or 'unstated'}' traffic can step from {start:g} to the peak "
+               f"{peak:g} req/s faster than that")
+    elif demand.ramp_rps_per_s is None:
+        reach = peak
+        how = f"steady traffic at {peak:g} req/s"
+    else:
+        reach = min(peak, start + demand.ramp_rps_per_s * react)
+        how = (f"ramping {demand.ramp_rps_per_s:g} req/s per s from {start:g}, it reaches "
+               f"min({peak:g}, {start:g} + {demand.ramp_rps_per_s:g} x {react:.3g}) = "
+               f"{reach:.3g} req/s by then")
+    n = max(1, math.ceil(reach / capacity - 1e-9))
+    return Derivation(float(n), "replicas", (
+        f"{timing}; {how}; ceil({reach:.3g} / {capacity:.3g} req/s per replica) = {n}"))
+
+
+def _max_replicas(demand: Demand, limits: Limits, capacity: float,
+                  min_r: int) -> tuple[Derivation, list[str]]:
+    parts: list[str] = []
+    warnings: list[str] = []
+    cluster = (math.floor(limits.cluster_cpus / limits.cpus_per_replica + 1e-9)
+               if limits.cluster_cpus is not None else None)
+    if demand.peak_rps is not None:
+        need = max(min_r, math.ceil(demand.peak_rps / capacity - 1e-9))
+        parts.append(f"peak {demand.peak_rps:g} req/s / {capacity:.3g} req/s per replica -> "
+                     f"{need} (at least the warm pool {min_r})")
+    elif cluster is not None:
+        need = max(min_r, cluster)
+        parts.append(f"no peak rate given: as many as the cluster holds, {need}")
+    else:
+        need = min_r
+        parts.append(f"no peak rate or cluster size given: the warm pool, {need}")
+    value = need
+    if (limits.cost_ceiling_usd_per_1k is not None and limits.cost_per_hour_usd
+            and demand.peak_rps is not None):
+        afford = math.floor(3.6 * demand.peak_rps * limits.cost_ceiling_usd_per_1k
+                            / limits.cost_per_hour_usd + 1e-9)
+        parts.append(f"the cost ceiling ${limits.cost_ceiling_usd_per_1k:g} per 1,000 requests "
+                     f"at ${limits.cost_per_hour_usd:g}/h per replica pays for 3.6 x "
+                     f"{demand.peak_rps:g} x {limits.cost_ceiling_usd_per_1k:g} / "
+                     f"{limits.cost_per_hour_usd:g} = {afford} at the peak")
+        if afford < value:
+            warnings.append(f"the cost ceiling allows {afford} replica(s) but the peak needs "
+                            f"{value}; the peak will miss the SLO — raise the ceiling or make "
+                            "each replica faster")
+            value = max(1, afford)
+    if cluster is not None and demand.peak_rps is not None:
+        parts.append(f"the cluster's {limits.cluster_cpus:g} CPUs hold {cluster} replicas of "
+                     f"{limits.cpus_per_replica:g} CPU")
+        if cluster < value:
+            warnings.append(f"the cluster holds {cluster} replica(s) but {value} are wanted; "
+                            "add nodes (--ray-address) or fewer CPUs per replica")
+            value = max(1, cluster)
+    if value < min_r:
+        warnings.append(f"max_replicas {value} is below the warm pool {min_r}; the warm pool is "
+                        f"cut to {value}")
+    return Derivation(float(value), "replicas", "; ".join(parts)), warnings

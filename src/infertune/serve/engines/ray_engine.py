@@ -1,0 +1,253 @@
+"""`infertune serve --engine ray`: the serving runtime as a Ray Serve application that scales
+its replicas on queue length, with settings derived from measurements.
+
+    engine = RayEngine(ModelApp(ref, policy), RayOptions(address=None), run=read_run(dir))
+    plan = engine.start()     # Ray up, one replica measured, the derived autoscaling applied
+    engine.serve_until_signal()   # SIGTERM/SIGINT: Serve drains and stops, embedded Ray too
+
+Start-up, in order: (1) join ``--ray-address`` or start a local single-node Ray (the embedded
+default, with short autoscaling metric pushes; see EMBEDDED_PUSH_INTERVAL_S); (2) deploy one
+replica and time it from deploy to healthy (healthy = warmed up: the replica's cold start on
+this cluster); (3) time whole requests per batch size on that replica; (4) derive the plan
+(autoscale.derive_plan) from those measurements and the run's scenario, print and save it;
+(5) apply it to the running deployment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import ray
+from ray import serve
+
+from infertune.config import ServePolicy
+from infertune.errors import ConfigError, InternalError
+from infertune.hardware import detect
+from infertune.serve.engines.autoscale import (
+    RAY_PUSH_INTERVAL_S,
+    AutoscalePlan,
+    Limits,
+    ReplicaFacts,
+    derive_plan,
+)
+from infertune.serve.engines.replica import InfertuneReplica, ModelApp, ReplicaApp
+from infertune.serve.engines.run_facts import RunFacts, read_run
+
+# One node: a push is a small local RPC, so twice a second costs nothing measurable and lets
+# the autoscaler see a queue within a second instead of Ray's default 10 s.
+EMBEDDED_PUSH_INTERVAL_S = 0.5
+PUSH_ENV = ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
+            "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S")
+DEPLOYMENT = "infertune"
+MEASURE_REPEATS = 5
+MEASURE_SECONDS = 0.3  # per batch size
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    address: str | None = None  # None: start a local single-node Ray and stop it on exit
+    host: str = "127.0.0.1"
+    port: int = 8000
+    app_name: str = "infertune"
+    cpus_per_replica: float = 1.0
+    plan_path: Path = field(default_factory=lambda: Path("ray_autoscaling.json"))
+
+    def __post_init__(self) -> None:
+        if not self.cpus_per_replica > 0:
+            raise ConfigError(f"cpus_per_replica must be > 0, got {self.cpus_per_replica}")
+
+    @property
+    def embedded(self) -> bool:
+        return self.address is None
+
+
+@dataclass
+class Measured:
+    cold_start_s: float
+    service_ms: dict[int, float]
+    cluster_cpus: float
+
+
+class RayEngine:
+    def __init__(self, app: ReplicaApp, policy: ServePolicy, options: RayOptions,
+                 run: RunFacts | None = None, echo: Callable[[str], None] = print) -> None:
+        self.app = app
+        self.policy = policy
+        self.options = options
+        self.run = run or RunFacts()
+        self.echo = echo
+        self.plan: AutoscalePlan | None = None
+        self._started_ray = False
+
+    def start(self) -> AutoscalePlan:
+        self._connect()
+        serve.start(http_options={"host": self.options.host, "port": self.options.port})
+        measured = self._measure()
+        push, push_source = ((EMBEDDED_PUSH_INTERVAL_S, "set by infertune for its embedded "
+                              "one-node Ray") if self.options.embedded else
+                             (RAY_PUSH_INTERVAL_S, "Ray's default; a joined cluster may set its "
+                              "own"))
+        plan = derive_plan(
+            ReplicaFacts(
+                service_ms=measured.service_ms,
+                service_source=("measured on the first replica: p50 of whole requests "
+                                "(preprocess + forward + postprocess)"),
+                cold_start_s=measured.cold_start_s,
+                cold_start_source="measured: first replica, deploy to warmed up on this cluster",
+                max_batch_size=self.policy.max_batch_size, max_wait_ms=self.policy.max_wait_ms,
+                goodput_rps=self.run.goodput.value if self.run.goodput else None,
+                goodput_source=self.run.goodput.source if self.run.goodput else ""),
+            self.run.demand,
+            self.run.limits(Limits(cpus_per_replica=self.options.cpus_per_replica,
+                                   cluster_cpus=measured.cluster_cpus)),
+            push_interval_s=push, push_source=push_source)
+        self._deploy(plan)
+        self.plan = plan
+        self._save(plan, measured)
+        for line in plan.lines():
+            self.echo(line)
+        return plan
+
+    def _connect(self) -> None:
+        if self.options.embedded:
+            for name in PUSH_ENV:  # read by Serve's processes, which inherit this environment
+                os.environ.setdefault(name, str(EMBEDDED_PUSH_INTERVAL_S))
+            cores = detect(with_gpus=False).effective_cores
+            ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            self._started_ray = True
+            return
+        try:
+            ray.init(address=self.options.address, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise ConfigError(f"cannot join the Ray cluster at {self.options.address!r} ({exc}); "
+                              "start one with `ray start --head` or leave out --ray-address to "
+                              "run a local one") from exc
+
+    def _deployment(self, autoscaling: dict[str, Any], max_ongoing: int) -> Any:
+        actor: dict[str, Any] = {"num_cpus": self.options.cpus_per_replica}
+        key_env = self.policy.api_key_env
+        if key_env and key_env in os.environ:
+            # replicas on other nodes do not see this shell's environment
+            actor["runtime_env"] = {"env_vars": {key_env: os.environ[key_env]}}
+        return serve.deployment(
+            InfertuneReplica, name=DEPLOYMENT, ray_actor_options=actor,
+            autoscaling_config=autoscaling, max_ongoing_requests=max_ongoing,
+            health_check_period_s=2.0)
+
+    def _measure(self) -> Measured:
+        """Deploy one probe replica with no HTTP route (so no request disturbs the timing),
+        time it from deploy to healthy, time requests per batch size on it, remove it.
+        Ray Serve gives every deploy a new code version, so the real deployment starts fresh
+        replicas either way; a probe costs no more than reconfiguring a measured one."""
+        one = {"min_replicas": 1, "max_replicas": 1, "initial_replicas": 1}
+        probe = f"{self.options.app_name}-probe"
+        started = time.monotonic()
+        handle = serve.run(self._deployment(one, self.policy.max_queue).bind(self.app),
+                           name=probe, route_prefix=None)
+        cold = time.monotonic() - started
+        sizes = sorted({b for b in (1, 2, 4, 8, 16, 32, 64) if b <= self.policy.max_batch_size}
+                       | {self.policy.max_batch_size})
+        try:
+            service = handle.service_times.remote(sizes, MEASURE_REPEATS,
+                                                  MEASURE_SECONDS).result()
+        finally:
+            serve.delete(probe)
+        cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        return Measured(cold_start_s=cold, service_ms={int(k): float(v) for k, v in
+                                                       service.items()}, cluster_cpus=cpus)
+
+    def _deploy(self, plan: AutoscalePlan) -> None:
+        config = dict(plan.ray_autoscaling())
+        serve.run(self._deployment(config, int(plan.max_ongoing_requests.value)).bind(self.app),
+                  name=self.options.app_name, route_prefix="/")
+
+    def _save(self, plan: AutoscalePlan, measured: Measured) -> None:
+        payload = {"schema": "infertune.ray_autoscaling/v1", "app": self.app.describe(),
+                   "ray_address": self.options.address or "embedded one-node Ray",
+                   "measured": {"cold_start_s": measured.cold_start_s,
+                                "service_ms": {str(k): v for k, v in measured.service_ms.items()},
+                                "cluster_cpus": measured.cluster_cpus},
+                   "plan": plan.to_dict()}
+        path = self.options.plan_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(payload, indent=2) + "\n")
+        self.echo(f"autoscaling plan saved to {path}")
+
+    def stop(self) -> None:
+        """Serve drains its replicas (each runtime serves what it accepted), then stops; the
+        embedded Ray goes with it, a joined cluster keeps running without this app."""
+        try:
+            if self._started_ray:
+                serve.shutdown()
+            elif ray.is_initialized():
+                serve.delete(self.options.app_name)
+        finally:
+            if ray.is_initialized():
+                ray.shutdown()
+
+    def serve_until_signal(self, stop: threading.Event) -> None:
+        """Wait for ``stop`` (set by SIGTERM/SIGINT), then stop; fails if Ray goes away."""
+        try:
+            while not stop.wait(1.0):
+                if not ray.is_initialized():
+                    raise InternalError("the Ray cluster went away; see the Ray logs in "
+                                        "/tmp/ray/session_latest/logs")
+        finally:
+            self.stop()
+
+
+class StopOnSignal:
+    """SIGTERM/SIGINT handler: sets ``event``; while start-up runs it also interrupts it
+    (KeyboardInterrupt) so the caller stops the half-started Ray instead of leaving it."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.serving = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.event.set()
+        if not self.serving:
+            raise KeyboardInterrupt(f"signal {signum} during start-up")
+
+def serve_on_ray(target: str, model_ref: str, policy: ServePolicy, *,
+                 fast_model_ref: str | None = None, host: str = "127.0.0.1", port: int = 8000,
+                 address: str | None = None, warnings: tuple[str, ...] = (),
+                 echo: Callable[[str], None] = print) -> None:
+    """What `infertune serve TARGET --engine ray` runs: ``target`` is the command's argument
+    (a run folder lends its scenario and measurements to the plan, which is saved there as
+    ray_autoscaling.json; otherwise in the working directory)."""
+    run_dir = Path(target)
+    is_run = (run_dir / "report.json").is_file()
+    cpus = float(policy.model_threads or 1)
+    app = ModelApp(model_ref, policy, fast_model_ref, model_threads=max(1, int(cpus)),
+                   warnings=warnings)
+    options = RayOptions(address=address, host=host, port=port, cpus_per_replica=cpus,
+                         plan_path=(run_dir if is_run else Path.cwd()) / "ray_autoscaling.json")
+    engine = RayEngine(app, policy, options, read_run(run_dir) if is_run else None, echo)
+    where = address or "a local one-node Ray (stopped on exit)"
+    echo(f"starting Ray Serve on {where}; measuring one replica before applying the plan")
+    handler = StopOnSignal()
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            engine.start()
+        except BaseException:
+            engine.stop()
+            raise
+        handler.serving = True
+        echo(f"serving {model_ref} on http://{host}:{port} through Ray Serve — replicas take "
+             "traffic once warmed up; SIGTERM drains and stops")
+        engine.serve_until_signal(handler.event)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,217 @@
+"""One Ray Serve replica: the same serving runtime as `infertune serve` (create_app: adapter,
+preprocessing, batching, deadlines, cache, metrics) behind Ray Serve's ASGI ingress, so routes,
+errors, headers and Server-Timing are the local engine's.
+
+    ReplicaApp.build() -> HostedApp         runs on the replica (the spec must pickle)
+    InfertuneReplica(spec)                   the deployment class (late-bound ASGI ingress)
+
+Readiness: Ray calls ``check_health`` once right after a replica starts and counts the replica
+as running (and routes to it) only when that call returns, so the first call waits for
+infertune's warm-up — the moment /readyz turns 200 — and every call raises while warm-up has
+failed, so Ray replaces the replica instead of sending it traffic.
+
+/metrics: the answering replica's own series (as the local engine), plus, from every running
+replica (a Ray broadcast, a control-plane call made once per scrape): ``infertune_replicas``,
+``infertune_replica_queue_depth{replica}`` and ``infertune_replica_ongoing_requests{replica}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from ray import serve
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from infertune.config import ServePolicy
+from infertune.measure.curve import time_forward
+from infertune.models import load
+from infertune.models.base import Adapter, ModelInputs
+from infertune.serve.app import create_app
+from infertune.serve.cascade import without_spinning
+from infertune.serve.runtime import ServeRuntime
+
+WARMUP_WAIT_S = 25.0  # under Ray's default health_check_timeout_s (30 s)
+
+
+@dataclass
+class HostedApp:
+    """What a replica serves: its ASGI app and the runtimes (queues) behind it."""
+
+    asgi: ASGIApp
+    runtimes: list[ServeRuntime]
+    adapter: Adapter  # the model whose service time sizes the replica
+
+    def ready(self) -> bool:
+        return all(rt.ready for rt in self.runtimes)
+
+    def warmup_error(self) -> str | None:
+        return next((rt.warmup_error for rt in self.runtimes if rt.warmup_error), None)
+
+
+class ReplicaApp(Protocol):
+    """A picklable recipe built on each replica. ModelApp serves one model; the rollout router
+    (issue 15) can be another recipe returning its router app and every release's runtime."""
+
+    def build(self) -> HostedApp: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ModelApp:
+    model_ref: str
+    policy: ServePolicy
+    fast_model_ref: str | None = None
+    model_threads: int = 1
+    warnings: tuple[str, ...] = ()  # shown on /readyz, as the local engine does
+
+    def build(self) -> HostedApp:
+        adapter = load(self.model_ref)
+        fast = load(self.fast_model_ref) if self.fast_model_ref else None
+        if fast is not None:
+            adapter, fast = without_spinning(adapter, fast)
+        set_torch_threads(adapter, self.model_threads)
+        app = create_app(adapter, self.policy, fast_adapter=fast, warnings=self.warnings)
+        return HostedApp(app, [app.state.runtime], adapter)
+
+    def describe(self) -> str:
+        return self.model_ref
+
+
+def set_torch_threads(adapter: Adapter, threads: int) -> None:
+    """One replica per CPU it was given: torch's pool sized to that, not to the whole node
+    (two replicas x two threads on two cores oversubscribe them). ONNX Runtime variants carry
+    their own thread settings and are left alone."""
+    if adapter.info.runtime != "torch":
+        return
+    import torch  # optional extra: only torch models reach here
+
+    torch.set_num_threads(threads)
+
+
+@dataclass(frozen=True)
+class ReplicaSignals:
+    replica: str
+    queue_depth: int
+    ongoing_requests: int
+    ready: bool
+
+
+def signals_exposition(signals: Sequence[ReplicaSignals]) -> bytes:
+    """Prometheus text for the scale-out signals of every replica that answered."""
+    registry = CollectorRegistry()
+    Gauge("infertune_replicas", "Replicas running (answered the last signals broadcast)",
+          registry=registry).set(len(signals))
+    depth = Gauge("infertune_replica_queue_depth", "Requests waiting in a replica's queue",
+                  ["replica"], registry=registry)
+    ongoing = Gauge("infertune_replica_ongoing_requests",
+                    "Predict requests a replica is handling (queued or running)", ["replica"],
+                    registry=registry)
+    for s in signals:
+        depth.labels(s.replica).set(s.queue_depth)
+        ongoing.labels(s.replica).set(s.ongoing_requests)
+    return generate_latest(registry)
+
+
+class SignalsMiddleware:
+    """Appends every replica's scale-out signals to a successful GET /metrics answer."""
+
+    def __init__(self, app: ASGIApp,
+                 collect: Callable[[], Awaitable[Sequence[ReplicaSignals]]]) -> None:
+        self.app = app
+        self.collect = collect
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/metrics" or scope["method"] != "GET":
+            await self.app(scope, receive, send)
+            return
+        messages: list[Message] = []
+
+        async def keep(message: Message) -> None:
+            messages.append(message)
+
+        await self.app(scope, receive, keep)
+        start = next(m for m in messages if m["type"] == "http.response.start")
+        body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+        if start["status"] == 200:
+            body += signals_exposition(await self.collect())
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def service_times(adapter: Adapter, batch_sizes: Sequence[int], repeats: int,
+                  max_seconds: float) -> dict[int, float]:
+    """p50 ms of preprocess + forward + postprocess for each batch size, on this replica."""
+    out: dict[int, float] = {}
+    for b in batch_sizes:
+        raw = adapter.sample_inputs(b)
+        times = time_forward(_whole_request(adapter, raw), {}, repeats=repeats,
+                             max_seconds=max_seconds)
+        out[b] = float(np.median(times))
+    return out
+
+
+def _whole_request(adapter: Adapter, raw: list[Any]) -> Callable[[ModelInputs], Any]:
+    def call(_: ModelInputs) -> Any:
+        return adapter.predict(raw)
+    return call
+
+
+@serve.ingress()
+class InfertuneReplica:
+    """The deployment class; ``RayEngine`` applies the options (CPUs, autoscaling)."""
+
+    def __init__(self, spec: ReplicaApp) -> None:
+        started = time.monotonic()
+        self._hosted = spec.build()
+        self._build_s = time.monotonic() - started
+        self._ready_s: float | None = None
+        self._started = started
+
+    def __serve_build_asgi_app__(self) -> ASGIApp:
+        return SignalsMiddleware(self._hosted.asgi, self._all_signals)
+
+    async def check_health(self) -> None:
+        hosted = self._hosted
+        deadline = time.monotonic() + WARMUP_WAIT_S
+        while not hosted.ready() and hosted.warmup_error() is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("infertune warm-up still running; not taking traffic yet")
+            await asyncio.sleep(0.02)
+        error = hosted.warmup_error()
+        if error is not None:
+            raise RuntimeError(error)
+        if self._ready_s is None:
+            self._ready_s = time.monotonic() - self._started
+
+    async def signals(self) -> ReplicaSignals:
+        runtime = self._hosted.runtimes[0]
+        queue = runtime.queue
+        depth = len(queue) if queue is not None else 0
+        ongoing = runtime.metrics.registry.get_sample_value("infertune_in_flight") or 0.0
+        return ReplicaSignals(serve.get_replica_context().replica_tag, depth, int(ongoing),
+                              self._hosted.ready())
+
+    async def startup_seconds(self) -> dict[str, float | None]:
+        """Seconds from the replica's constructor to the model built and to warm-up done."""
+        return {"build_s": self._build_s, "ready_s": self._ready_s}
+
+    async def service_times(self, batch_sizes: list[int], repeats: int,
+                            max_seconds: float) -> dict[int, float]:
+        return await asyncio.to_thread(service_times, self._hosted.adapter, batch_sizes,
+                                       repeats, max_seconds)
+
+    async def _all_signals(self) -> Sequence[ReplicaSignals]:
+        ctx = serve.get_replica_context()
+        handle = serve.get_deployment_handle(ctx.deployment, ctx.app_name)
+        results: list[Any] = await handle.broadcast("signals").results_async()
+        return sorted((r for r in results if isinstance(r, ReplicaSignals)),
+                      key=lambda s: s.replica)

@@ -1,0 +1,133 @@
+"""Read the autoscaling facts a run folder measured, with a small typed reader of its JSON
+(serve/ never imports optimize/ or report/; DESIGN.md's layering).
+
+Keys read (each optional; a missing one leaves the fact unknown, never invented):
+  scenario.yaml   slo, traffic (mean_rps, peak_rps, pattern), deployment.cost_per_hour_usd,
+                  constraints.cost_ceiling_usd_per_1k
+  serving.json    "curve" (measure.curve.ServiceCurve dict), "right_sizing".goodput_per_instance
+                  (the sweep's simulated goodput of the chosen policy: an estimate)
+  profile.json    "cold_start".total_s (import + load + first inference in a fresh process)
+
+    plan_for_run(run_dir, policy, limits) -> AutoscalePlan    what `report` can show (issue 16)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from infertune.config import Scenario, ServePolicy, load_scenario
+from infertune.errors import ConfigError
+from infertune.measure.curve import ServiceCurve
+from infertune.serve.engines.autoscale import (
+    AutoscalePlan,
+    Demand,
+    Limits,
+    ReplicaFacts,
+    derive_plan,
+)
+
+
+@dataclass(frozen=True)
+class Sourced:
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    demand: Demand = field(default_factory=Demand)
+    cost_per_hour_usd: float | None = None
+    cost_ceiling_usd_per_1k: float | None = None
+    service_ms: dict[int, float] | None = None
+    service_source: str = ""
+    cold_start: Sourced | None = None
+    goodput: Sourced | None = None
+
+    def limits(self, base: Limits) -> Limits:
+        """``base`` (CPUs) with this run's money facts."""
+        return replace(base, cost_per_hour_usd=self.cost_per_hour_usd,
+                       cost_ceiling_usd_per_1k=self.cost_ceiling_usd_per_1k)
+
+
+def demand_from_scenario(scenario: Scenario, source: str) -> Demand:
+    """The tightest tail target is the one that decides the operating point (p99 before p95
+    before p50: W(b) is a near-worst-case bound, so it is held to the highest percentile set)."""
+    targets = scenario.slo.targets()
+    key = next((k for k in ("p99", "p95", "p50") if k in targets), None)
+    t = scenario.traffic
+    return Demand(slo_ms=targets[key] if key else None,
+                  slo_source=f"{key} target from {source}" if key else "",
+                  mean_rps=t.mean_rps, peak_rps=t.peak_rps, pattern=t.pattern)
+
+
+def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)) -> RunFacts:
+    """The facts ``run_dir`` holds; ConfigError naming the file when one is malformed."""
+    facts = RunFacts()
+    scenario_path = run_dir / "scenario.yaml"
+    if scenario_path.is_file():
+        scenario = load_scenario(scenario_path)
+        facts = replace(facts, demand=demand_from_scenario(scenario, str(scenario_path)),
+                        cost_per_hour_usd=scenario.deployment.cost_per_hour_usd,
+                        cost_ceiling_usd_per_1k=scenario.constraints.cost_ceiling_usd_per_1k)
+    serving = _json(run_dir / "serving.json")
+    if serving.get("curve"):
+        curve = _curve(serving["curve"], run_dir / "serving.json")
+        facts = replace(facts, service_ms={b: curve.latency_ms(b) for b in batch_sizes},
+                        service_source=f"measured service curve in {run_dir / 'serving.json'} "
+                        "(p50, interpolated between measured batches)")
+    sizing = serving.get("right_sizing") or {}
+    if isinstance(sizing, dict) and sizing.get("goodput_per_instance"):
+        facts = replace(facts, goodput=Sourced(float(sizing["goodput_per_instance"]),
+                        f"estimate: simulated goodput in {run_dir / 'serving.json'}"))
+    cold = (_json(run_dir / "profile.json").get("cold_start") or {})
+    if isinstance(cold, dict) and cold.get("total_s") is not None:
+        facts = replace(facts, cold_start=Sourced(float(cold["total_s"]), (
+            f"measured in a fresh process, {run_dir / 'profile.json'}; a Ray replica adds its "
+            "actor start on top")))
+    return facts
+
+
+def plan_for_run(run_dir: Path, policy: ServePolicy, limits: Limits | None = None,
+                 cold_start: Sourced | None = None) -> AutoscalePlan:
+    """The autoscaling plan for serving ``run_dir``'s variant with ``policy`` (``cold_start``
+    overrides the run's, e.g. a replica start measured on the cluster). ConfigError when the run
+    has no measured service curve or cold start and none is passed."""
+    facts = read_run(run_dir)
+    if facts.service_ms is None:
+        raise ConfigError(f"{run_dir / 'serving.json'} has no measured service curve; run "
+                          "infertune optimize on this model first")
+    cold = cold_start or facts.cold_start
+    if cold is None:
+        raise ConfigError(f"{run_dir / 'profile.json'} has no cold start; rerun infertune "
+                          "optimize without --quick (or serve with --engine ray, which measures "
+                          "a replica's start)")
+    replica = ReplicaFacts(
+        service_ms=facts.service_ms, service_source=facts.service_source,
+        cold_start_s=cold.value, cold_start_source=cold.source,
+        max_batch_size=policy.max_batch_size, max_wait_ms=policy.max_wait_ms,
+        goodput_rps=facts.goodput.value if facts.goodput else None,
+        goodput_source=facts.goodput.source if facts.goodput else "")
+    return derive_plan(replica, facts.demand, facts.limits(limits or Limits()))
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not readable JSON ({exc}); rerun infertune optimize") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be an object; rerun infertune optimize")
+    return data
+
+
+def _curve(data: Any, path: Path) -> ServiceCurve:
+    try:
+        return ServiceCurve.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: 'curve' is not a service curve ({exc}); rerun infertune "
+                          "optimize") from exc

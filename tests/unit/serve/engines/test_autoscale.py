@@ -1,0 +1,132 @@
+"""The autoscaling plan's arithmetic, checked against values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from ray.serve.config import AutoscalingConfig
+
+from infertune.serve.engines.autoscale import (
+    AutoscalePlan,
+    Demand,
+    Limits,
+    ReplicaFacts,
+    derive_plan,
+    operating_point,
+)
+
+CURVE = {1: 10.0, 2: 12.0, 4: 16.0, 8: 30.0}
+
+
+def facts(**changes: object) -> ReplicaFacts:
+    base: dict[str, object] = dict(service_ms=CURVE, service_source="test curve",
+                                   cold_start_s=10.0, cold_start_source="test",
+                                   max_batch_size=8, max_wait_ms=2.0)
+    return ReplicaFacts(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def test_target_is_littles_law_at_the_largest_batch_that_meets_the_slo() -> None:
+    # W(b) = 2 + 2 S(b): 22, 26, 34, 62 ms; the 50 ms SLO admits b = 4
+    plan = derive_plan(facts(), Demand(slo_ms=50.0, slo_source="p99 target"))
+    # X = 4 / 16 ms = 250 inputs/s; L = 250 x 0.034 s = 8.5
+    assert plan.target_ongoing_requests.value == 8.5
+    assert plan.max_ongoing_requests.value == 17
+    assert plan.replica_capacity_rps.value == 250.0
+    assert "b*=4" in plan.target_ongoing_requests.reasoning
+    assert "p99 target" in plan.target_ongoing_requests.reasoning
+    # two inputs per request halve the requests a replica holds
+    assert derive_plan(facts(inputs_per_request=2.0),
+                       Demand(slo_ms=50.0)).target_ongoing_requests.value == 4.25
+
+
+def test_operating_point_without_slo_and_with_an_impossible_one() -> None:
+    point, why, warnings = operating_point(facts(max_batch_size=4), None)
+    assert (point.batch, warnings) == (4, []) and "no SLO" in why
+    point, _, warnings = operating_point(facts(), 15.0)
+    assert point.batch == 1 and "22 ms > the 15 ms SLO" in warnings[0]
+    plan = derive_plan(facts(), Demand(slo_ms=15.0))
+    assert plan.warnings == warnings
+    assert plan.target_ongoing_requests.value == pytest.approx(100 * 0.022)  # 2.2
+
+
+def test_target_never_drops_below_one_request() -> None:
+    plan = derive_plan(facts(service_ms={1: 1.0}, max_batch_size=1, max_wait_ms=0.0))
+    assert plan.target_ongoing_requests.value == 2.0  # L = 1000/s x 2 ms
+    slow = derive_plan(facts(service_ms={1: 1.0}, max_batch_size=1, max_wait_ms=0.0,
+                             inputs_per_request=4.0))
+    assert slow.target_ongoing_requests.value == 1.0  # 250 req/s x 2 ms = 0.5
+    assert "raised to 1" in slow.target_ongoing_requests.reasoning
+
+
+def test_delays_follow_the_cold_start_and_the_push_interval() -> None:
+    plan = derive_plan(facts(cold_start_s=10.0), push_interval_s=0.5)
+    assert plan.look_back_period_s.value == 10.0
+    assert plan.upscale_delay_s.value == 1.0
+    assert plan.downscale_delay_s.value == 30.0
+    quick = derive_plan(facts(cold_start_s=0.4), push_interval_s=0.5)
+    assert quick.look_back_period_s.value == 2.5  # 5 pushes beat the 2 s floor
+    assert quick.downscale_delay_s.value == 10.0  # floor
+    slow = derive_plan(facts(cold_start_s=100.0))  # Ray's default 10 s pushes
+    assert slow.look_back_period_s.value == 50.0 and slow.upscale_delay_s.value == 20.0
+    assert slow.downscale_delay_s.value == 300.0
+
+
+def test_warm_pool_rides_the_fastest_ramp() -> None:
+    # capacity 100 req/s measured; react = up 1 + look/2 5 + cold 10 = 16 s
+    f = facts(goodput_rps=100.0, goodput_source="benchmark")
+    ramp = derive_plan(f, Demand(mean_rps=100.0, peak_rps=1000.0, ramp_rps_per_s=10.0),
+                       push_interval_s=0.5)
+    assert ramp.min_replicas.value == 3  # reaches 100 + 10 x 16 = 260 req/s
+    assert "260" in ramp.min_replicas.reasoning
+    spiky = derive_plan(f, Demand(mean_rps=100.0, peak_rps=400.0, pattern="spiky"))
+    assert spiky.min_replicas.value == 4  # a step to the peak: it must already be carried
+    steady = derive_plan(f, Demand(mean_rps=150.0, peak_rps=150.0, pattern="steady"))
+    assert steady.min_replicas.value == 2
+    assert derive_plan(f).min_replicas.value == 1  # no traffic facts
+
+
+def test_max_replicas_from_peak_cost_ceiling_and_cluster() -> None:
+    f = facts(goodput_rps=100.0, goodput_source="benchmark")
+    demand = Demand(mean_rps=100.0, peak_rps=1000.0, ramp_rps_per_s=1.0)
+    assert derive_plan(f, demand).max_replicas.value == 10
+    # 2 $/h per replica under a 0.005 $/1k ceiling at 1000 req/s: 3.6 x 1000 x 0.005 / 2 = 9
+    costly = derive_plan(f, demand, Limits(cost_per_hour_usd=2.0,
+                                           cost_ceiling_usd_per_1k=0.005))
+    assert costly.max_replicas.value == 9
+    assert any("cost ceiling allows 9" in w for w in costly.warnings)
+    small = derive_plan(f, demand, Limits(cluster_cpus=4.0, cpus_per_replica=1.0))
+    assert small.max_replicas.value == 4
+    assert any("cluster holds 4" in w for w in small.warnings)
+    # no peak rate: as many as the cluster holds
+    assert derive_plan(f, Demand(), Limits(cluster_cpus=2.0)).max_replicas.value == 2
+
+
+def test_warm_pool_is_cut_to_max_replicas() -> None:
+    f = facts(goodput_rps=100.0, goodput_source="benchmark")
+    plan = derive_plan(f, Demand(mean_rps=100.0, peak_rps=500.0, pattern="spiky"),
+                       Limits(cluster_cpus=3.0))
+    assert (plan.min_replicas.value, plan.max_replicas.value) == (3, 3)
+    assert "cut to max_replicas 3" in plan.min_replicas.reasoning
+
+
+def test_plan_round_trips_and_is_a_valid_ray_autoscaling_config() -> None:
+    plan = derive_plan(facts(), Demand(slo_ms=50.0, mean_rps=50.0, peak_rps=600.0,
+                                       pattern="bursty"), Limits(cluster_cpus=16.0),
+                       push_interval_s=0.5)
+    assert AutoscalePlan.from_dict(plan.to_dict()) == plan
+    config = AutoscalingConfig(**plan.ray_autoscaling())
+    assert config.min_replicas == plan.min_replicas.value == math.ceil(600 / 250)
+    assert config.target_ongoing_requests == 8.5
+    lines = plan.lines()
+    assert len(lines) == len(plan.derivations()) + len(plan.warnings)
+    assert all(":" in line and "\n" not in line for line in lines)
+
+
+def test_bad_facts_are_refused() -> None:
+    with pytest.raises(ValueError, match="service_ms"):
+        facts(service_ms={})
+    with pytest.raises(ValueError, match="service_ms"):
+        facts(service_ms={0: 1.0})
+    with pytest.raises(ValueError, match="cold_start_s"):
+        facts(cold_start_s=-1.0)

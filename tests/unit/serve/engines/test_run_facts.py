@@ -1,0 +1,87 @@
+"""Reading a run folder's measurements into the autoscaling plan; malformed files are one-line
+errors naming the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infertune.config import ServePolicy
+from infertune.errors import ConfigError
+from infertune.measure.curve import CurvePoint, ServiceCurve
+from infertune.serve.engines.autoscale import Limits
+from infertune.serve.engines.run_facts import Sourced, plan_for_run, read_run
+
+SCENARIO = """
+slo: {p95_ms: 40, p99_ms: 60}
+traffic: {pattern: bursty, mean_rps: 100, peak_rps: 900}
+deployment: {cost_per_hour_usd: 1.0}
+constraints: {cost_ceiling_usd_per_1k: 0.002}
+"""
+
+
+def _curve() -> dict[str, object]:
+    points = [CurvePoint(b, None, ms, ms * 1.2, ms, 5, b / (ms / 1000))
+              for b, ms in ((1, 5.0), (4, 10.0), (16, 30.0))]
+    return ServiceCurve(points=points, runtime="torch").to_dict()
+
+
+def _run(tmp_path: Path, *, cold: float | None = 4.0) -> Path:
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    (run / "scenario.yaml").write_text(SCENARIO)
+    (run / "serving.json").write_text(json.dumps({
+        "curve": _curve(), "right_sizing": {"goodput_per_instance": 300.0}}))
+    profile = {"cold_start": {"import_s": 3.0, "load_s": 0.5, "first_inference_ms": 500.0,
+                              "total_s": cold}} if cold is not None else {}
+    (run / "profile.json").write_text(json.dumps(profile))
+    return run
+
+
+def test_read_run_collects_every_fact_with_its_source(tmp_path: Path) -> None:
+    facts = read_run(_run(tmp_path))
+    assert facts.demand.slo_ms == 60.0 and "p99" in facts.demand.slo_source
+    assert (facts.demand.mean_rps, facts.demand.peak_rps, facts.demand.pattern) == (
+        100.0, 900.0, "bursty")
+    assert (facts.cost_per_hour_usd, facts.cost_ceiling_usd_per_1k) == (1.0, 0.002)
+    assert facts.service_ms is not None
+    assert facts.service_ms[1] == 5.0 and facts.service_ms[4] == 10.0
+    assert facts.service_ms[8] == pytest.approx(10.0 + 4 * 20.0 / 12)  # interpolated
+    assert facts.goodput == Sourced(300.0, facts.goodput.source if facts.goodput else "")
+    assert facts.goodput is not None and facts.goodput.source.startswith("estimate")
+    assert facts.cold_start is not None and facts.cold_start.value == 4.0
+
+
+def test_plan_for_run_uses_the_run_and_the_policy(tmp_path: Path) -> None:
+    plan = plan_for_run(_run(tmp_path), ServePolicy(max_batch_size=16, max_wait_ms=2.0),
+                        Limits(cluster_cpus=8.0))
+    # W(16) = 2 + 60 = 62 > 60; W(8) = 2 + 2 x 16.67 = 35.3 fits: b* = 8
+    assert "b*=8" in plan.target_ongoing_requests.reasoning
+    assert plan.replica_capacity_rps.value == 300.0  # the run's goodput
+    assert plan.min_replicas.value == 3  # bursty: the 900 req/s peak at once / 300
+    # cost: 3.6 x 900 x 0.002 / 1.0 = 6.48 -> 6 affordable; 3 needed
+    assert plan.max_replicas.value == 3
+    override = plan_for_run(_run(tmp_path / "b"), ServePolicy(),
+                            cold_start=Sourced(20.0, "measured on the cluster"))
+    assert override.downscale_delay_s.value == 60.0
+
+
+def test_missing_and_malformed_measurements_name_the_fix(tmp_path: Path) -> None:
+    run = _run(tmp_path, cold=None)
+    with pytest.raises(ConfigError, match="no cold start; rerun infertune optimize"):
+        plan_for_run(run, ServePolicy())
+    (run / "serving.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="serving.json: not readable JSON"):
+        read_run(run)
+    (run / "serving.json").write_text(json.dumps({"curve": {"points": "x"}}))
+    with pytest.raises(ConfigError, match="'curve' is not a service curve"):
+        read_run(run)
+    (run / "serving.json").write_text("[]")
+    with pytest.raises(ConfigError, match="top level must be an object"):
+        read_run(run)
+    (run / "serving.json").write_text("{}")
+    with pytest.raises(ConfigError, match="no measured service curve"):
+        plan_for_run(run, ServePolicy())
+    assert read_run(tmp_path / "empty").service_ms is None  # nothing there: nothing invented
