@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-setup
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test check lint types wheel clean
 
 setup: $(STAMP)
 
@@ -22,8 +22,20 @@ demo: setup
 test: setup
 	$(VENV)/bin/pytest -q
 
+# The quick loop before a commit: lint, types and the tests not marked slow (under 2 minutes
+# on 2 cores). `make test` runs everything, slow tests and services included.
+check: lint types
+	$(VENV)/bin/pytest -q -m "not slow"
+
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+
+types: setup
+	$(VENV)/bin/mypy
+
+# Build the wheel, install it (not editable) into a fresh venv, run doctor/advise/optimize.
+wheel: setup
+	bash scripts/check_wheel.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
