@@ -4,12 +4,12 @@ errors. In CI (CI=true) a missing Chromium is a failure, not a skip."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from services import missing_service
 
 from infertune.report.render import write_report
 
@@ -24,10 +24,7 @@ def _chromium() -> str:
     path = shutil.which("chromium") or (
         "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
     if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; CI must install it "
-                        "(scripts/ensure_services.sh)")
-        pytest.skip("chromium not installed here; run scripts/ensure_services.sh")
+        missing_service("chromium not installed here; run scripts/ensure_services.sh")
     return path
 
 

@@ -4,7 +4,6 @@ background thread, so tests can hold the fake model's gate) and a real redis-ser
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from services import missing_service
 
 
 def free_port() -> int:
@@ -102,10 +102,8 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     try:
         server.start()
     except (FileNotFoundError, AssertionError) as exc:
-        message = f"cannot start redis-server ({exc}); run `bash scripts/ensure_services.sh`"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_service(f"cannot start redis-server ({exc}); run `bash "
+                        "scripts/ensure_services.sh`")
     yield server
     server.stop()
 
