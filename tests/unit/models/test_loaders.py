@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import transformers
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from infertune.errors import IncompatibleInputError, ModelLoadError  # noqa: E402
+from infertune.errors import IncompatibleInputError, ModelLoadError
 from infertune.models import TensorAdapter, TextAdapter, load  # noqa: E402
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "fast", "slow", "##s", "##ing"]

@@ -21,7 +21,7 @@ RERANKER = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "rer
 
 @pytest.fixture
 def tiny_model(tmp_path: Path) -> Path:
-    torch = pytest.importorskip("torch")
+    import torch
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     path = tmp_path / "tiny.pt"

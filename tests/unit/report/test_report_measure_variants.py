@@ -31,7 +31,6 @@ def _helpers():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):  # type: ignore[no-untyped-def]
-    pytest.importorskip("onnxruntime")
     helpers = _helpers()
     folder = helpers.make_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
     sc = load_scenario(MINILM_CPU)
@@ -85,7 +84,8 @@ def test_note_lists_measured_and_estimated_and_provenance_holds(measured) -> Non
 
 
 def test_non_text_model_keeps_option_estimates_with_a_note(tmp_path) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     path = tmp_path / "tiny.pt"
