@@ -10,16 +10,15 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from infertune.config import ServePolicy
 from infertune.errors import ConfigError
-from infertune.export.kserve import write_kserve
-from infertune.export.kubernetes import write_kubernetes
-from infertune.export.plan import Overrides, plan, summary
-from infertune.export.source import read_source
-from infertune.export.triton import write_triton
+
+if TYPE_CHECKING:
+    from infertune.serve.alerts import AlertThresholds
 
 
 class Target(StrEnum):
@@ -39,6 +38,20 @@ def _check_out(out: Path, overwrite: bool) -> None:
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ConfigError(f"--out {out} is not empty; pass --overwrite to write over it, or "
                           "another folder")
+
+
+def alert_thresholds_for(ref: str, policy: ServePolicy) -> AlertThresholds:
+    """The alert thresholds `infertune serve REF` writes: for a run folder, the same inputs
+    the export uses (the SLO and the measured capacity of report.json) with the policy being
+    served; for anything else, the SLO alone (none: no latency rule)."""
+    from infertune.export.plan import measured_capacity  # the serve extra: see export()
+    from infertune.export.source import read_source
+    from infertune.serve.alerts import AlertThresholds, run_slo
+
+    if (Path(ref) / "report.json").is_file() and (Path(ref) / "scenario.yaml").is_file():
+        src = read_source(ref)
+        return AlertThresholds.derive(src.slo, policy, measured_capacity(src))
+    return AlertThresholds.derive(run_slo(ref), policy)
 
 
 def register(app: typer.Typer) -> None:
@@ -72,6 +85,15 @@ def register(app: typer.Typer) -> None:
         overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print export.json")] = False,
     ) -> None:
+        # export/ reaches serve/ (alert rules), whose package needs the serve extra
+        # (starlette, prometheus_client): imported when the command runs, so the rest of the
+        # CLI starts without it
+        from infertune.export.kserve import write_kserve
+        from infertune.export.kubernetes import write_kubernetes
+        from infertune.export.plan import Overrides, plan, summary
+        from infertune.export.source import read_source
+        from infertune.export.triton import write_triton
+
         _check_out(out, overwrite)
         src = read_source(source, variant)
         p = plan(src, Overrides(name=name, cpus=cpus, min_replicas=min_replicas,

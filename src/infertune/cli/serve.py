@@ -132,7 +132,8 @@ def register(app: typer.Typer) -> None:
     @app.command("serve", help="Serve a model, variant folder or run's recommended variant "
                  "over HTTP (batching, priority queue, cache, metrics). Overload protection is "
                  "on by default: a request with no timeout_ms (and no --timeout-ms) gets the "
-                 "deadline max(50 ms, max_wait_ms + 3 x the measured full-batch service time), "
+                 "deadline max(50 ms, max_wait_ms + 3 x the measured full-batch service time) "
+                 "from entering the queue, "
                  "shown on /readyz; a request the queue would make later than its deadline is "
                  "refused at once with 503, and a full queue answers 429.")
     def serve(
@@ -174,6 +175,9 @@ def register(app: typer.Typer) -> None:
         ray_address: Annotated[str | None, typer.Option(
             "--ray-address", help="with --engine ray: join this Ray cluster (e.g. "
             "ray://head:10001 or auto) instead of starting a local one-node Ray")] = None,
+        alerts_out: Annotated[Path | None, typer.Option(
+            "--alerts-out", help="write Prometheus alert rules with thresholds from the run's "
+            "SLO (and the served policy) to this file")] = None,
     ) -> None:
         from infertune.cli._common import quiet_libraries
         from infertune.models import load
@@ -208,6 +212,12 @@ def register(app: typer.Typer) -> None:
             "max_queue": max_queue, "workers": workers, "redis_url": redis_url,
             "timeout_ms": timeout_ms, "api_key_env": api_key_env})
         warnings = exposure_warnings(host, policy, insecure_no_auth)
+        if alerts_out is not None:  # the generator and inputs `infertune export` uses
+            from infertune.cli.export import alert_thresholds_for
+            from infertune.serve.alerts import write_rules
+
+            write_rules(alerts_out, alert_thresholds_for(model, policy))
+            typer.echo(f"alert rules (thresholds from the SLO) written to {alerts_out}", err=True)
         quiet_libraries()
         if engine == "ray":
             from infertune.serve.engines.ray_engine import serve_on_ray  # the optional extra

@@ -23,14 +23,15 @@ from infertune.export.yamlemit import Node, dump
 def inference_service(p: DeployPlan, image: str) -> dict[str, Node]:
     container = deployment(p, image)["spec"]["template"]["spec"]["containers"][0]
     # KServe names the predictor container kserve-container; Knative (serverless mode) takes
-    # one unnamed port, fills probe ports itself, and drains through its queue-proxy, so the
-    # preStop sleep and grace period of the plain Deployment are left out here
+    # one port, named only h2c/http1 if at all, so probes give the number; it drains through
+    # its queue-proxy, so the preStop sleep and grace period of the Deployment are left out
     container = {k: v for k, v in container.items() if k != "lifecycle"}
     container["name"] = "kserve-container"
     container["ports"] = [{"containerPort": PORT, "protocol": "TCP"}]
     for probe in ("readinessProbe", "livenessProbe"):
         container[probe] = {**container[probe],
-                            "httpGet": {"path": container[probe]["httpGet"]["path"]}}
+                            "httpGet": {"path": container[probe]["httpGet"]["path"],
+                                        "port": PORT}}
     predictor: dict[str, Node] = {
         "minReplicas": p.min_replicas, "maxReplicas": p.max_replicas,
         "scaleMetric": "concurrency", "scaleTarget": p.concurrency_target,

@@ -83,10 +83,10 @@ def k8s_name(text: str) -> str:
 def plan(src: ExportSource, overrides: Overrides | None = None) -> DeployPlan:
     o = overrides or Overrides()
     pol, origin = src.policy, src.policy_origin
-    capacity = _capacity(src)
+    measured = measured_capacity(src)
     deadline = _deadline(src)
     cpus = _cpus(src, o)
-    lo, hi = _replicas(src, capacity, o)
+    lo, hi = _replicas(src, measured, o)
     return DeployPlan(
         name=k8s_name(o.name or f"infertune-{src.manifest.id}"),
         source=src,
@@ -99,14 +99,14 @@ def plan(src: ExportSource, overrides: Overrides | None = None) -> DeployPlan:
                                  + " (0: the runtime decides)"),
         max_queue=Sourced(pol.max_queue, f"{origin}: max_queue"),
         deadline_ms=deadline,
-        queue_timeout_us=_queue_timeout(deadline, capacity),
+        queue_timeout_us=_queue_timeout(deadline, measured),
         cpus=cpus, min_replicas=lo, max_replicas=hi,
-        queue_target=_queue_target(src, capacity),
-        concurrency_target=_concurrency_target(src, capacity),
+        queue_target=_queue_target(src, measured),
+        concurrency_target=_concurrency_target(src, measured),
         pre_stop_s=Sourced(ENDPOINT_PROPAGATION_S, "our choice: time for endpoints to drop a "
                            "terminating pod before the server stops accepting (not measured)"),
-        grace_s=_grace(deadline, capacity),
-        alerts=AlertThresholds.derive(src.slo, pol, capacity),
+        grace_s=_grace(deadline, measured),
+        alerts=AlertThresholds.derive(src.slo, pol, measured),
         canary_percent=_canary(src, o),
     )
 
@@ -115,7 +115,9 @@ def _manifest(src: ExportSource, field: str) -> str:
     return f"variants/{src.manifest.id}/manifest.json {field}"
 
 
-def _capacity(src: ExportSource) -> Capacity | None:
+def measured_capacity(src: ExportSource) -> Capacity | None:
+    """Goodput of the chosen policy and p50 service time of the variant, both from
+    report.json; None when the run measured either not."""
     row, vrow = src.policy_row, src.variant_row
     if row is None or vrow is None:
         return None

@@ -1,8 +1,8 @@
 """Prometheus metrics for one app instance, on its own CollectorRegistry (never the global
 one: two apps in one process, or a test, must not share counters).
 
-Every name here is referenced by alerts.yaml; tests check that each alert's expression uses
-only names this module exports.
+The alert rules of serve/alerts.py name these metrics; tests check that each alert's
+expression uses only names this module exports.
 """
 
 from __future__ import annotations
