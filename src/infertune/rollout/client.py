@@ -35,9 +35,11 @@ class RouterClient:
     def state(self) -> RoutingState:
         return self._parse(self._send("GET", None))
 
-    def change(self, action: str, *, weight: float | None = None,
-               reason: str | None = None) -> RoutingState:
+    def change(self, action: str, *, weight: float | None = None, reason: str | None = None,
+               release: str | None = None) -> RoutingState:
         body: dict[str, str | float] = {"action": action}
+        if release is not None:
+            body["release"] = release
         if weight is not None:
             body["weight"] = weight
         if reason is not None:
