@@ -1,15 +1,21 @@
 """`advise`: from a Scenario alone to a Report whose every figure is a labelled estimate.
 
 Order of the reasoning: missing facts and stated assumptions -> the problem in one sentence ->
-where the time likely goes -> the options that apply (knowledge base, filtered by the scenario
-and the hardware catalogue) -> ranked by impact per effort within a risk budget -> the first-week
-plan, the measurement plan and the guardrails.
+where the time likely goes -> the options that apply (knowledge base, filtered by the scenario,
+the hardware catalogue and the runtime catalogue) -> ranked by impact per effort within a risk
+budget -> the first-week plan, the measurement plan and the guardrails.
+
+Vague facts never stop it: hardware the catalogue does not know is assumed to be the generic
+hardware of its architecture, and every such assumption is listed with how to correct it. Only
+contradictions (p50 above p99, a negative value, an SLO on a metric that does not exist) are
+errors, raised when the scenario is read.
 """
 
 from __future__ import annotations
 
 from infertune.config import FACTS, Scenario
 from infertune.report.diagnosis import diagnose
+from infertune.report.generation import generation_gaps, prefill_and_decode
 from infertune.report.knowledge import (
     Context,
     HardwareCatalogue,
@@ -20,7 +26,9 @@ from infertune.report.knowledge import (
 )
 from infertune.report.plan import first_week, guardrails, measurement_plan
 from infertune.report.ranking import Level, rank
+from infertune.report.runtimes import AlreadyDone, RuntimeCatalogue
 from infertune.report.schema import (
+    Diagnosis,
     Figure,
     Impact,
     MissingFact,
@@ -50,21 +58,35 @@ SUMMARY_OPTIONS = 6
 
 
 def advise(scenario: Scenario, knowledge: KnowledgeBase | None = None,
-           catalogue: HardwareCatalogue | None = None) -> Report:
-    """Build the advice Report for ``scenario``; raises ConfigError for an unknown GPU name."""
+           catalogue: HardwareCatalogue | None = None,
+           runtimes: RuntimeCatalogue | None = None) -> Report:
+    """Build the advice Report for ``scenario``; never refuses a vague fact (see above)."""
     knowledge = knowledge or load_knowledge()
     catalogue = catalogue or HardwareCatalogue.load()
+    runtimes = runtimes or RuntimeCatalogue.load()
+    runtimes.check(knowledge)
     missing = scenario.missing_facts()
     hw = (catalogue.resolve(scenario.deployment.hardware) if "hardware" not in missing
           else GENERIC_CPU)
     pattern = scenario.traffic.pattern or "steady"
     inside = inside_slo(scenario)
-    ctx = context(scenario, hw, pattern)
+    matched = runtimes.match(scenario.model.runtime)
+    ctx = context(scenario, hw, pattern, frozenset(r.id for r in matched))
     budget = risk_budget(scenario)
-    options = _ranked_options(knowledge.applicable(ctx), ctx, inside, budget)
+    done = runtimes.already_done(matched)
+    applicable = knowledge.applicable(ctx)
+    options = _ranked_options([e for e in applicable if e.id not in done], ctx, inside, budget)
+    moot = [done[e.id] for e in applicable if e.id in done]
+    gaps = generation_gaps(scenario)
     floor = scenario.constraints.quality_floor
     assumptions = [f"{name}: {ASSUMPTIONS[name]}." for name in missing]
+    assumptions += [f"{g.fact}: {g.assumption}." for g in gaps]
     assumptions += [f"hardware: {note}." for note in hw.notes]
+    assumptions += [f"hardware: {a}." for a in hw.assumptions]
+    if matched:
+        assumptions.append(f"runtime: {' and '.join(r.name for r in matched)} (from "
+                           f"model.runtime); what it already does is left out of the options "
+                           f"({len(moot)} left out, listed in the notes).")
     assumptions.append(f"risk budget: {budget} (options above it are listed last).")
     top = options[0] if options else None
     return Report(
@@ -73,11 +95,11 @@ def advise(scenario: Scenario, knowledge: KnowledgeBase | None = None,
         hardware=hw.description,
         problem=problem(scenario, hw, inside),
         missing_facts=[MissingFact(fact=m, would_change=FACTS[m], assumption=ASSUMPTIONS[m])
-                       for m in missing],
+                       for m in missing] + [g.missing() for g in gaps],
         assumptions=assumptions,
-        diagnosis=diagnose(scenario, hw, pattern),
+        diagnosis=_diagnosis(scenario, hw, pattern),
         options=options,
-        first_week=first_week(options, missing, inside),
+        first_week=first_week(options, [*missing, *(g.fact for g in gaps)], inside),
         measurement_plan=measurement_plan(scenario.model.task,
                                           floor.metric if floor else None),
         guardrails=guardrails(),
@@ -86,14 +108,32 @@ def advise(scenario: Scenario, knowledge: KnowledgeBase | None = None,
                                              "risk budget; confirm it by measurement first")
         if top else None,
         notes=[f"knowledge base: {len(knowledge.entries)} entries, "
-               f"{len(options)} apply to this scenario"],
+               f"{len(options)} apply to this scenario"] + [_moot_note(m) for m in moot],
     )
+
+
+def _moot_note(m: AlreadyDone) -> str:
+    return f"not recommended, {m.runtime} already does it: {m.entry_id} — {m.how} ({m.source})."
+
+
+def _diagnosis(sc: Scenario, hw: HardwareProfile, pattern: str) -> Diagnosis:
+    """The generic diagnosis, with prefill and decode apart for a generation task."""
+    base = diagnose(sc, hw, pattern)
+    if sc.model.task != "generation":
+        return base
+    items, figures, sentence = prefill_and_decode(sc, hw)
+    return base.model_copy(update={"items": [*base.items, *items],
+                                   "figures": {**base.figures, **figures},
+                                   "summary": f"{base.summary} {sentence}"})
 
 
 def inside_slo(sc: Scenario) -> bool | None:
     """True when every stated target is met by the stated current figure; None if unknown."""
-    targets = sc.slo.targets()
-    current = {"p50": sc.current.p50_ms, "p95": sc.current.p95_ms, "p99": sc.current.p99_ms}
+    targets = {**sc.slo.targets(), **sc.slo.token_targets()}
+    cur = sc.current
+    current = {"p50": cur.p50_ms, "p95": cur.p95_ms, "p99": cur.p99_ms,
+               "ttft_p95": cur.ttft_p95_ms, "ttft_p99": cur.ttft_p99_ms,
+               "itl_p95": cur.itl_p95_ms, "itl_p99": cur.itl_p99_ms}
     pairs = [(current[k], v) for k, v in targets.items() if current[k] is not None]
     if not targets or not pairs:
         return None
@@ -111,12 +151,15 @@ def problem(sc: Scenario, hw: HardwareProfile, inside: bool | None) -> Problem:
     what = m.name or " ".join(x for x in (m.family, m.task) if x) or "a model"
     framework = f" in {m.runtime or m.framework}" if (m.runtime or m.framework) else ""
     where = f" on {hw.description}" if "hardware" not in sc.missing_facts() else ""
-    now = _percentiles_text(cur.p50_ms, cur.p95_ms, cur.p99_ms)
+    now = ", ".join(p for p in (_percentiles_text(cur.p50_ms, cur.p95_ms, cur.p99_ms),
+                                _token_text(cur.ttft_p95_ms, cur.ttft_p99_ms, cur.itl_p95_ms,
+                                            cur.itl_p99_ms)) if p)
     state = f" runs at {now}" if now else " has no stated current latency"
     if cur.rps:
         state += f" at {_n(cur.rps)} requests/s"
     targets = sc.slo.targets()
-    goal = ", ".join(f"{k} {_n(v)} ms" for k, v in targets.items())
+    goal = ", ".join([*(f"{k} {_n(v)} ms" for k, v in targets.items()),
+                      *(f"{_token_name(k)} {_n(v)} ms" for k, v in sc.slo.token_targets().items())])
     against = f" against a target of {goal}" if goal else " with no stated target"
     traffic = ""
     if tr.pattern:
@@ -128,7 +171,9 @@ def problem(sc: Scenario, hw: HardwareProfile, inside: bool | None) -> Problem:
     elif inside is False:
         verdict = "; it misses its SLO"
     statement = f"{what[0].upper()}{what[1:]}{framework}{where}{state}{against}{traffic}{verdict}."
-    return Problem(statement=statement, latency_goal=_latency_goal(targets),
+    return Problem(statement=statement,
+                   latency_goal=_latency_goal({**targets, **{
+                       _token_name(k): v for k, v in sc.slo.token_targets().items()}}),
                    throughput_goal=_throughput_goal(sc), cost_goal=_cost_goal(sc),
                    inside_slo=inside)
 
@@ -158,12 +203,14 @@ def _cost_goal(sc: Scenario) -> str:
     return "Not stated; assume no higher cost than today."
 
 
-def context(sc: Scenario, hw: HardwareProfile, pattern: str) -> Context:
+def context(sc: Scenario, hw: HardwareProfile, pattern: str,
+            runtimes: frozenset[str] = frozenset()) -> Context:
     """The facts knowledge entries are matched against (target defaults to server)."""
     skills = sc.constraints.team_skills
     return Context(family=sc.model.family, task=sc.model.task, framework=sc.model.framework,
                    target=sc.deployment.target or "server", pattern=pattern, caps=hw.caps,
-                   skills=frozenset(s.lower() for s in skills) if skills is not None else None)
+                   skills=frozenset(s.lower() for s in skills) if skills is not None else None,
+                   runtimes=runtimes)
 
 
 _context = context  # the name optimize/runreport.py imports
@@ -234,6 +281,18 @@ def _applicability(entry: KnowledgeEntry, ctx: Context) -> str:
 def _percentiles_text(p50: float | None, p95: float | None, p99: float | None) -> str:
     parts = [f"{k} {_n(v)} ms" for k, v in (("p50", p50), ("p95", p95), ("p99", p99)) if v]
     return ", ".join(parts)
+
+
+def _token_text(ttft95: float | None, ttft99: float | None, itl95: float | None,
+                itl99: float | None) -> str:
+    pairs = (("TTFT p95", ttft95), ("TTFT p99", ttft99), ("ITL p95", itl95), ("ITL p99", itl99))
+    return ", ".join(f"{k} {_n(v)} ms" for k, v in pairs if v is not None)
+
+
+def _token_name(key: str) -> str:
+    """"ttft_p95" -> "TTFT p95"."""
+    metric, _, pct = key.partition("_")
+    return f"{metric.upper()} {pct}"
 
 
 def _rates(mean: float | None, peak: float | None) -> str:

@@ -1,6 +1,8 @@
-"""Ask for the facts a scenario is missing (advise --interactive). The question source is an
-injected ``ask(prompt) -> str`` (typer.prompt on the command line, a list in tests). An empty
-answer keeps the stated assumption; an invalid one is explained and asked again."""
+"""Ask for the facts a scenario is missing (advise --interactive), and for a generation task
+the token-level ones too (TTFT and ITL targets, prompt and output lengths). The question source
+is an injected ``ask(prompt) -> str`` (typer.prompt on the command line, a list in tests). An
+empty answer keeps the stated assumption; an invalid one is explained and asked again; hardware
+the catalogue does not know is accepted with the assumption it leads to said back."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from typing import Any, get_args
 
 from infertune.config import Family, Framework, Pattern, Scenario, Target, Task
 from infertune.errors import ConfigError
+from infertune.report.generation import generation_gaps
 from infertune.report.knowledge import HardwareCatalogue
 
 Ask = Callable[[str], str]
 Say = Callable[[str], None]
 MAX_TRIES = 3
+WHOLE_NUMBERS = ("batch_size", "seq_len", "prompt_tokens", "output_tokens")
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,19 @@ QUESTIONS: dict[str, tuple[Question, ...]] = {
                  "Cost ceiling in USD per 1,000 requests", (), "0.05", number=True),
     ),
 }
+# Generation only, keyed by GenerationGap.fact (report/generation.py).
+GENERATION_QUESTIONS: dict[str, Question] = {
+    "slo.ttft_p95_ms": Question(("slo", "ttft_p95_ms"), "Target time to first token p95 in ms",
+                                (), "500", number=True),
+    "slo.itl_p95_ms": Question(("slo", "itl_p95_ms"), "Target inter-token latency p95 in ms",
+                               (), "50", number=True),
+    "inputs.typical.output_tokens": Question(("inputs", "typical", "output_tokens"),
+                                             "Typical output length in tokens", (), "256",
+                                             number=True),
+    "inputs.typical.prompt_tokens": Question(("inputs", "typical", "prompt_tokens"),
+                                             "Typical prompt length in tokens", (), "1000",
+                                             number=True),
+}
 
 
 def interview(scenario: Scenario, ask: Ask, say: Say,
@@ -75,6 +92,8 @@ def interview(scenario: Scenario, ask: Ask, say: Say,
     for fact in scenario.missing_facts():
         for question in QUESTIONS[fact]:
             data = _ask_one(question, data, ask, say, catalogue)
+    for gap in generation_gaps(Scenario.from_dict(data, source="answers")):
+        data = _ask_one(GENERATION_QUESTIONS[gap.fact], data, ask, say, catalogue)
     return Scenario.from_dict(data, source="answers")
 
 
@@ -89,17 +108,20 @@ def _ask_one(q: Question, data: dict[str, Any], ask: Ask, say: Say,
         except ValueError:
             say(f"{answer!r} is not a number; e.g. {q.example}")
             continue
-        if q.number and value == int(value) and q.path[-1] in ("batch_size", "seq_len"):
+        if q.number and value == int(value) and q.path[-1] in WHOLE_NUMBERS:
             value = int(value)
         trial = copy.deepcopy(data)
         _set(trial, q.path, value)
         try:
             scenario = Scenario.from_dict(trial, source="answer")
-            if q.path[-1] in ("gpu", "cpu"):
-                (catalogue or HardwareCatalogue.load()).resolve(scenario.deployment.hardware)
         except ConfigError as exc:
             say(str(exc))
             continue
+        if q.path[-1] in ("gpu", "cpu"):
+            hw = (catalogue or HardwareCatalogue.load()).resolve(scenario.deployment.hardware)
+            for assumption in hw.assumptions:
+                if repr(answer) in assumption:  # only what this answer led to
+                    say(assumption)
         return trial
     say(f"skipped after {MAX_TRIES} tries; the stated assumption stays")
     return data

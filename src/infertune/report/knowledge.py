@@ -15,6 +15,7 @@ An entry::
         patterns: [steady, bursty, spiky, trace]
         any_caps: [fp16_tensor_cores]    # at least one capability (hardware.yaml caps)
         all_caps / not_caps: [...]
+        runtimes / not_runtimes: [vllm]  # runtime ids of runtimes.yaml (model.runtime)
       impact: {p50: [low, high], p95: ..., p99: ..., throughput: ..., cost: ...}  # fractions
       effort: {level: low|medium|high, reason: ...}
       risk: {level: ..., reason: ...}
@@ -22,6 +23,10 @@ An entry::
       invalidated_by: what makes it stop paying off
       skills: [tensorrt]                 # optional: effort rises when the team lacks them
       source: what the impact range rests on (a reference, or "measured by infertune on ...")
+
+``runtimes.yaml`` says what each serving runtime already does (entry ids it makes moot) and
+``hardware.yaml`` what each named GPU and CPU can do; hardware the catalogue does not know is
+assumed to be the generic hardware of its architecture, never refused (see HardwareCatalogue).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -40,6 +45,8 @@ from infertune.errors import ConfigError
 
 Level = Literal["low", "medium", "high"]
 HARDWARE_FILE = "hardware.yaml"
+RUNTIMES_FILE = "runtimes.yaml"
+CATALOGUE_FILES = frozenset({HARDWARE_FILE, RUNTIMES_FILE})
 NONE_WORDS = {"", "none", "no", "cpu", "cpu only", "cpu-only", "n/a"}
 
 
@@ -59,6 +66,8 @@ class Applies(_Strict):
     any_caps: list[str] | None = None
     all_caps: list[str] = Field(default_factory=list)
     not_caps: list[str] = Field(default_factory=list)
+    runtimes: list[str] | None = None
+    not_runtimes: list[str] = Field(default_factory=list)
 
 
 class RatedEntry(_Strict):
@@ -99,6 +108,7 @@ class Context:
     pattern: str | None
     caps: frozenset[str]
     skills: frozenset[str] | None = None
+    runtimes: frozenset[str] = frozenset()  # ids from runtimes.yaml that model.runtime names
 
 
 def applies(entry: KnowledgeEntry, ctx: Context) -> bool:
@@ -114,6 +124,8 @@ def applies(entry: KnowledgeEntry, ctx: Context) -> bool:
         a.any_caps is None or bool(ctx.caps & set(a.any_caps)),
         set(a.all_caps) <= ctx.caps,
         not (ctx.caps & set(a.not_caps)),
+        a.runtimes is None or bool(ctx.runtimes & set(a.runtimes)),
+        not (ctx.runtimes & set(a.not_runtimes)),
     ]
     return all(checks)
 
@@ -138,12 +150,13 @@ def default_dir() -> Path:
 
 
 def load_knowledge(dirs: list[Path] | None = None) -> KnowledgeBase:
-    """Read every ``*.yaml`` (except hardware.yaml) in ``dirs`` (default: the bundled folder)."""
+    """Read every ``*.yaml`` (except the hardware and runtime catalogues) in ``dirs`` (default:
+    the bundled folder)."""
     entries: list[KnowledgeEntry] = []
     files: list[str] = []
     for folder in dirs or [default_dir()]:
         for path in sorted(Path(folder).glob("*.yaml")):
-            if path.name == HARDWARE_FILE:
+            if path.name in CATALOGUE_FILES:
                 continue
             entries.extend(_read_entries(path))
             files.append(str(path))
@@ -181,63 +194,85 @@ def _read_yaml(path: Path) -> object:
 
 # ---- hardware catalogue ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class HardwareProfile:
-    """What the advisor knows about the stated hardware."""
+    """What the advisor knows about the stated hardware, and what it had to assume."""
 
     description: str
     caps: frozenset[str]
     gpu: str | None = None
     cpu: str | None = None
     notes: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()  # each says what was assumed and how to correct it
+    gpu_memory_gb: float | None = None
 
 
 @dataclass
 class HardwareCatalogue:
-    gpus: dict[str, dict]
-    cpus: list[dict]
+    gpus: dict[str, dict[str, Any]]
+    cpus: list[dict[str, Any]]
     cpu_flags: dict[str, list[str]]
+    generic: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path | None = None) -> HardwareCatalogue:
         data = _read_yaml(path or default_dir() / HARDWARE_FILE)
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected 'gpus', 'cpus' and 'cpu_flags' mappings")
-        return cls(gpus=data["gpus"], cpus=data["cpus"], cpu_flags=data.get("cpu_flags", {}))
+        if not isinstance(data, dict) or not {"gpus", "cpus", "generic"} <= set(data):
+            raise ConfigError(f"{path}: expected 'gpus', 'cpus', 'generic' and 'cpu_flags' "
+                              "mappings")
+        return cls(gpus=data["gpus"], cpus=data["cpus"], cpu_flags=data.get("cpu_flags", {}),
+                   generic=data["generic"])
 
     def resolve(self, facts: HardwareFacts) -> HardwareProfile:
-        """Capabilities of the stated hardware; an unknown GPU name is a ConfigError."""
+        """Capabilities of the stated hardware. Names the catalogue does not know are assumed
+        to be the generic hardware of their architecture; each assumption is returned with how
+        to correct it. Nothing here refuses a scenario."""
         caps: set[str] = set()
         notes: list[str] = []
-        gpu_name = self._gpu(facts, caps, notes)
-        cpu_name = self._cpu(facts.cpu, caps) if facts.cpu else None
-        parts = [f"one {gpu_name}" if gpu_name else None, facts.cpu]
+        assumed: list[str] = []
+        gpu_name, memory = self._gpu(facts, caps, notes, assumed)
+        known_cpus = len(assumed)
+        cpu_name = self._cpu(facts.cpu, caps, assumed) if facts.cpu else None
+        cpu_text = (f"{facts.cpu} (assumed a {cpu_name})" if len(assumed) > known_cpus
+                    else facts.cpu)
+        parts = [f"one {gpu_name}" if gpu_name else None, cpu_text]
         return HardwareProfile(description=" with ".join(p for p in parts if p) or "unstated",
                                caps=frozenset(caps), gpu=gpu_name, cpu=cpu_name,
-                               notes=tuple(notes))
+                               notes=tuple(notes), assumptions=tuple(assumed),
+                               gpu_memory_gb=memory)
 
-    def _gpu(self, facts: HardwareFacts, caps: set[str], notes: list[str]) -> str | None:
+    def _gpu(self, facts: HardwareFacts, caps: set[str], notes: list[str],
+             assumed: list[str]) -> tuple[str | None, float | None]:
         accel = (facts.accelerator or "").strip()
         stated = (facts.gpu or "").strip()
+        memory = _memory_gb(stated)
         if accel.lower() == "other":
             caps.add("gpu")
             notes.append(f"accelerator 'other' ({stated or 'unnamed'}): its capabilities are "
                          "unknown, so precision options that need a named GPU are left out")
-            return f"other accelerator ({stated})" if stated else "other accelerator"
+            return (f"other accelerator ({stated})" if stated else "other accelerator"), memory
         names = [n for n in (stated, accel) if n.lower() not in NONE_WORDS]
-        for name in names:
-            known = self._match_gpu(name)
-            if known is None:
-                raise ConfigError(
-                    f"unknown GPU {name!r}; known: {', '.join(self.gpus)}, "
-                    "or set deployment.hardware.accelerator: other"
-                )
+        if not names:
+            return None, None
+        known = next((k for k in map(self._match_gpu, names) if k is not None), None)
+        if known is not None:
             entry = self.gpus[known]
             caps.update(entry["caps"])
             if entry.get("note"):
                 notes.append(f"{known}: {entry['note']}")
-            return known
-        return None
+            return known, memory or entry.get("memory_gb")
+        generic = self.generic["gpu"]
+        caps.update(generic["caps"])
+        size = f"{memory:g} GB, as stated" if memory else "memory not stated"
+        write_memory = "" if memory else f"write its memory in the name (e.g. '{names[0]} 48GB'), "
+        assumed.append(
+            f"GPU {names[0]!r} is not in the catalogue: assumed a {generic['name']} with FP16 "
+            f"tensor cores and no BF16, INT8 or FP8 ({size}); to correct it, name a known GPU "
+            f"({', '.join(self.gpus)}), {write_memory}or set deployment.hardware.accelerator: "
+            "other to assume nothing")
+        return f"{names[0]} (assumed a {generic['name']}{f', {memory:g} GB' if memory else ''})", \
+            memory
 
     def _match_gpu(self, text: str) -> str | None:
         lowered = text.lower()
@@ -247,7 +282,7 @@ class HardwareCatalogue:
                 return name
         return None
 
-    def _cpu(self, text: str, caps: set[str]) -> str:
+    def _cpu(self, text: str, caps: set[str], assumed: list[str]) -> str:
         lowered = text.lower()
         for word, flag_caps in self.cpu_flags.items():
             if word in lowered:
@@ -257,8 +292,25 @@ class HardwareCatalogue:
             if all(re.search(rf"(?<![a-z0-9]){re.escape(w)}", lowered)
                    for w in entry["match"]):
                 caps.update(entry["caps"])
-                return entry["name"]
-        raise ConfigError(
-            f"unknown CPU {text!r}; name the family (e.g. 'Intel Xeon Ice Lake', 'AMD EPYC', "
-            "'AWS Graviton', 'generic x86 avx2') so the right instruction sets are assumed"
-        )
+                return str(entry["name"])
+        arm = self.generic["arm64"]
+        is_arm = any(re.search(rf"(?<![a-z0-9]){re.escape(w)}", lowered) for w in arm["match"])
+        generic = arm if is_arm else self.generic["x86-64"]
+        caps.update(generic["caps"])
+        what = ("given by its size only" if re.fullmatch(r"[\d\s.,]*(v?cpus?|cores?|vcores?|"
+                                                          r"threads?)?", lowered.strip())
+                else "of a family the catalogue does not know")
+        baseline = ("no SVE" if is_arm else
+                    "no AVX-512, VNNI, BF16 or AMX unless written in the text")
+        assumed.append(
+            f"CPU {text!r} is {what}: assumed a {generic['name']} ({baseline}); to correct it, "
+            "name the family in deployment.hardware.cpu (e.g. 'Intel Xeon Ice Lake', 'AMD EPYC "
+            "Genoa', 'AWS Graviton3') or write its flags (avx512_vnni, avx512_bf16, amx)")
+        return str(generic["name"])
+
+
+def _memory_gb(text: str) -> float | None:
+    """'RTX 6000 Ada 48GB' -> 48.0; None when no size is written."""
+    # the number must stand alone: "A10G" is a GPU name, not 10 GB
+    match = re.search(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)\s*(?:gb|gib|g)(?![a-z0-9])", text.lower())
+    return float(match.group(1)) if match else None

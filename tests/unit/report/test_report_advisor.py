@@ -155,7 +155,7 @@ def test_json_and_html_formats(tmp_path, capsys) -> None:
 @pytest.mark.parametrize("content, expected", [
     ("model: [unclosed\n", "not valid YAML at line"),
     ("model: {family: transformer}\n", "model.family = 'transformer' is not allowed"),
-    ("deployment: {hardware: {gpu: T5}}\n", "unknown GPU 'T5'; known: T4"),
+    ("current: {p50_ms: 300, p99_ms: 200}\n", "p99_ms (200.0) is below p50_ms (300.0)"),
 ])
 def test_bad_scenarios_exit_1_with_one_line(tmp_path, capsys, content, expected) -> None:
     path = tmp_path / "bad.yaml"

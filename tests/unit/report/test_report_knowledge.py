@@ -47,17 +47,28 @@ def test_longest_gpu_name_wins_and_flags_in_cpu_text_are_read(catalogue) -> None
     assert "neon" in catalogue.resolve(HardwareFacts(cpu="AWS Graviton3")).caps
 
 
-def test_unknown_gpu_is_a_one_line_error_naming_the_fix(catalogue) -> None:
-    with pytest.raises(ConfigError) as info:
-        catalogue.resolve(HardwareFacts(gpu="T5"))
-    msg = str(info.value)
+def test_unknown_gpu_or_cpu_is_assumed_and_the_assumption_says_how_to_correct_it(
+        catalogue) -> None:
+    hw = catalogue.resolve(HardwareFacts(gpu="T5"))
+    (msg,) = hw.assumptions
     assert "\n" not in msg
-    assert msg.startswith("unknown GPU 'T5'; known: T4, V100,")
-    assert msg.endswith("or set deployment.hardware.accelerator: other")
+    assert msg.startswith("GPU 'T5' is not in the catalogue: assumed a generic GPU with FP16 "
+                          "tensor cores and no BF16, INT8 or FP8 (memory not stated)")
+    assert "T4, V100," in msg and msg.endswith("or set deployment.hardware.accelerator: other "
+                                               "to assume nothing")
+    assert hw.caps == {"gpu", "fp16_tensor_cores"} and hw.gpu_memory_gb is None
     other = catalogue.resolve(HardwareFacts(gpu="T5", accelerator="other"))
     assert "gpu" in other.caps and "fp16_tensor_cores" not in other.caps
-    with pytest.raises(ConfigError, match="unknown CPU 'Zilog Z80'"):
-        catalogue.resolve(HardwareFacts(cpu="Zilog Z80"))
+    assert other.assumptions == ()
+    z80 = catalogue.resolve(HardwareFacts(cpu="Zilog Z80"))
+    assert z80.cpu == "generic x86-64 CPU with AVX2" and z80.caps == {"cpu", "avx2"}
+    assert z80.assumptions[0].startswith("CPU 'Zilog Z80' is of a family the catalogue")
+    arm = catalogue.resolve(HardwareFacts(cpu="64-core aarch64 server"))
+    assert arm.cpu == "generic ARM64 CPU with NEON" and "neon" in arm.caps
+    flagged = catalogue.resolve(HardwareFacts(cpu="16 vCPU (avx512_bf16)"))
+    assert {"avx512", "cpu_bf16"} <= flagged.caps  # flags written in the text still count
+    known = catalogue.resolve(HardwareFacts(gpu="A10G", cpu="AMD EPYC"))
+    assert known.assumptions == () and known.gpu_memory_gb == 24
 
 
 def test_applicability_follows_the_data() -> None:

@@ -91,7 +91,7 @@ def test_interview_asks_each_missing_fact_and_reasks_bad_answers() -> None:
                              "slo": {"p95_ms": 40}})
     answers = iter(["server",            # deployment.target
                     "fast", "30", "", "", # current p95: not a number, then 30; skip p99, rps
-                    "T5", "T4", "",      # gpu: unknown then T4; skip cpu
+                    "T5", "",            # gpu: unknown, accepted with an assumption; skip cpu
                     "", "",              # inputs skipped
                     "wavy", "spiky", "10", "5",  # pattern bad then ok; mean 10; peak 5 < mean
                     "", "",              # peak skipped after the error; then cost skipped
@@ -106,13 +106,14 @@ def test_interview_asks_each_missing_fact_and_reasks_bad_answers() -> None:
     done = interview(sc, ask=ask, say=said.append)
     assert done.deployment.target == "server"
     assert done.current.p95_ms == 30 and done.current.rps is None
-    assert done.deployment.hardware.gpu == "T4"
+    assert done.deployment.hardware.gpu == "T5"
     assert done.traffic.pattern == "spiky" and done.traffic.mean_rps == 10
     assert done.traffic.peak_rps is None
     assert prompts[0] == ("Deployment target [server|container|edge|managed-endpoint|"
                           "serverless] (e.g. server; empty to skip)")
     assert said[0] == "'fast' is not a number; e.g. 480"
-    assert said[1].startswith("unknown GPU 'T5'")
+    assert said[1].startswith("GPU 'T5' is not in the catalogue: assumed a generic GPU")
+    assert "accelerator: other" in said[1]  # ... and how to correct it
     assert "traffic.pattern = 'wavy' is not allowed" in said[2]
     assert "peak_rps (5.0) is below mean_rps (10.0)" in said[3]
     assert sc.deployment.target is None  # the input scenario is unchanged
