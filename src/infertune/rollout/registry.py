@@ -116,6 +116,11 @@ class Registry:
             (self.root / "reports").mkdir(exist_ok=True)
             # one connection shared by the server's threads (sinks run in a thread pool)
             self.db = sqlite3.connect(self.root / DB_NAME, check_same_thread=False)
+            # WAL: readers (release list, ab report) never block the server's writes, and a
+            # commit is an append rather than a rewrite; NORMAL sync survives a crash of the
+            # process (only a power loss may drop the last few feedback rows)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the release registry at {self.root} ({exc}); "
