@@ -1,8 +1,8 @@
 """`infertune export RUN --to triton|kubernetes|kserve --out DIR` end to end on a tiny run
 folder: the written values equal report.json's measured policy and scenario.yaml's SLO (read
 back here, not taken from the fixture's constants), every file passes its validator, bad input
-gets one line and exit 1 (or 2 for usage), and `infertune serve --alerts-out` writes the same
-rules as the Kubernetes export."""
+gets one line and exit 1 (or 2 for usage), a canary release from the registry gets its traffic
+percent, and `infertune serve --alerts-out` writes the same rules as the Kubernetes export."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import infertune.serve
 from infertune.cli import main
 from infertune.config import ServePolicy, load_scenario
 from infertune.report.schema import Report
+from infertune.rollout.registry import Registry
+from infertune.serve.routing import RoutingEvent, RoutingState
 
 K8S_VERSION = "1.33.0"
 CORE = {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"}
@@ -61,9 +63,9 @@ def test_kubernetes_export_equals_the_runs_slo_and_validates(run: Path, tmp_path
                  "registry.example/infertune:1"]) == 0
     policy, targets = _truth(run)
     docs = {p.name: yaml.safe_load(p.read_text()) for p in out.glob("*.yaml")}
-    for name, doc in docs.items():
-        if doc["kind"] in CORE:
-            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    checked = [kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+               for doc in docs.values() if doc["kind"] in CORE]
+    assert checked == ["1.33"] * len(CORE)
     rules = {r["alert"]: r for g in docs["prometheusrule.yaml"]["spec"]["groups"]
              for r in g["rules"]}
     for name, ms in targets.items():
@@ -106,8 +108,8 @@ def test_a_folder_that_is_not_a_run(tmp_path: Path, capsys) -> None:
     assert main(["export", str(tmp_path), "--to", "kubernetes", "--out",
                  str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: {tmp_path} has neither report.json nor release.json; pass the "
-                   "folder `infertune optimize --out` wrote (or a release folder)")
+    assert err == (f"error: {tmp_path} has no report.json; pass the folder `infertune "
+                   "optimize --out` wrote, or a release name with --registry DIR")
 
 
 def test_serve_writes_the_same_rules_as_the_export(run: Path, tmp_path: Path,
@@ -122,3 +124,23 @@ def test_serve_writes_the_same_rules_as_the_export(run: Path, tmp_path: Path,
     exported = yaml.safe_load((tmp_path / "k" / "prometheusrule.yaml").read_text())
     assert yaml.safe_load(rules.read_text())["groups"] == exported["spec"]["groups"]
     assert promtool_check(rules)
+
+
+def test_a_canary_release_from_the_registry(run: Path, tmp_path: Path, capsys) -> None:
+    registry = tmp_path / "registry"
+    reg = Registry(registry)
+    reg.add(run, name="stable-a")
+    reg.add(run, name="canary-b")
+    reg.record_event(RoutingEvent(time=1.0, kind="start", state=RoutingState(
+        stable="stable-a", canary="canary-b", canary_weight=10.0)))
+    reg.close()
+    out = tmp_path / "kserve"
+    assert main(["export", "canary-b", "--registry", str(registry), "--to", "kserve",
+                 "--out", str(out)]) == 0
+    isvc = yaml.safe_load((out / "inferenceservice.yaml").read_text())
+    assert isvc["spec"]["predictor"]["canaryTrafficPercent"] == 10
+    assert main(["export", "canary-b", "--registry", str(registry), "--variant", "x",
+                 "--to", "kserve", "--out", str(tmp_path / "o")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "error: --variant picks a variant of a run; a release holds one variant already: "
+        "drop --variant")

@@ -1,8 +1,9 @@
-"""`infertune export RUN_OR_RELEASE --to triton|kubernetes|kserve --out DIR` — write the run's
-chosen configuration for another engine: a Triton model repository, Kubernetes manifests, or a
-KServe InferenceService. Every value comes from the run (report.json, the variant's
-manifest.json, scenario.yaml, hardware.json) or a release, commented with where it came from;
-DIR/export.json lists them with their sources (``--json`` prints it).
+"""`infertune export RUN --to triton|kubernetes|kserve --out DIR` (a release: `infertune
+export NAME --registry DIR ...`) — write the chosen configuration for another engine: a Triton
+model repository, Kubernetes manifests, or a KServe InferenceService. Every value comes from
+the run (report.json, the variant's manifest.json, scenario.yaml, hardware.json) or the
+release's record, commented with where it came from; DIR/export.json lists them with their
+sources (``--json`` prints it).
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def register(app: typer.Typer) -> None:
     @app.command("export", help="Export a run's (or release's) measured configuration to "
                  "Triton, Kubernetes or KServe, each value commented with its source.")
     def export(
-        source: Annotated[Path, typer.Argument(help="a run folder (runs/<name>) or a release "
-                                               "folder")],
+        source: Annotated[str, typer.Argument(help="a run folder (runs/<name>), or a release "
+                                              "name with --registry")],
         to: Annotated[Target, typer.Option("--to", help="triton | kubernetes | kserve")],
         out: Annotated[Path, typer.Option("--out", help="folder to write")],
         variant: Annotated[str | None, typer.Option(
@@ -82,6 +83,8 @@ def register(app: typer.Typer) -> None:
         max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1)] = None,
         canary_percent: Annotated[int | None, typer.Option(
             "--canary-percent", min=0, max=100, help="kserve: canaryTrafficPercent")] = None,
+        registry: Annotated[Path | None, typer.Option(
+            "--registry", help="release registry: SOURCE names a release in it")] = None,
         overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print export.json")] = False,
     ) -> None:
@@ -91,11 +94,17 @@ def register(app: typer.Typer) -> None:
         from infertune.export.kserve import write_kserve
         from infertune.export.kubernetes import write_kubernetes
         from infertune.export.plan import Overrides, plan, summary
-        from infertune.export.source import read_source
+        from infertune.export.source import read_release, read_source
         from infertune.export.triton import write_triton
 
         _check_out(out, overwrite)
-        src = read_source(source, variant)
+        if registry is not None:
+            if variant is not None:
+                raise ConfigError("--variant picks a variant of a run; a release holds one "
+                                  "variant already: drop --variant")
+            src = read_release(registry, source)
+        else:
+            src = read_source(source, variant)
         p = plan(src, Overrides(name=name, cpus=cpus, min_replicas=min_replicas,
                                 max_replicas=max_replicas, canary_percent=canary_percent))
         if to is Target.triton:

@@ -162,8 +162,8 @@ def _cpus(src: ExportSource, o: Overrides) -> Sourced[float]:
     if o.cpus is not None:
         return Sourced(o.cpus, "--cpus on the command line")
     if src.hardware is None:
-        raise ConfigError(f"{src.path}/hardware.json not found: the CPU request comes from the "
-                          "cores the run measured on; pass --cpus N")
+        raise ConfigError(f"{src.label}: no hardware.json, whose cores the CPU request comes "
+                          "from; pass --cpus N")
     hw = src.hardware
     return Sourced(float(hw.effective_cores), f"hardware.json effective_cores: the run measured "
                    f"on {hw.effective_cores} core(s) of {hw.cpu_model}")
@@ -253,7 +253,8 @@ def _canary(src: ExportSource, o: Overrides) -> Sourced[int] | None:
                               "pass 0..100")
         return Sourced(o.canary_percent, "--canary-percent on the command line")
     if src.canary_percent is not None:
-        return Sourced(src.canary_percent, f"release.json canary_percent of {src.name!r}")
+        return Sourced(src.canary_percent, f"the registry's latest routing event: canary "
+                       f"weight of release {src.name!r}")
     return None
 
 

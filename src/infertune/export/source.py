@@ -7,9 +7,9 @@ artifacts, never optimize's in-memory state.
     runs/<name>/hardware.json            HardwareInfo: the cores the run measured on
     runs/<name>/variants/<id>/           the variant folder, its manifest.json verified by hash
 
-A release folder (issue 15's registry copy) holds the same three files beside its variant
-folder and a ``release.json`` record; it is read the same way once the record names the
-variant (see ``read_source``).
+A release (issue 15) is read from the release registry: its record (serve policy, scenario),
+its verified, content-addressed variant folder, the source run's report.json saved beside it,
+and, when the release is a canary, the weight of the latest routing event.
 """
 
 from __future__ import annotations
@@ -19,26 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+import yaml
+from pydantic import ValidationError
 
 from infertune.config import SLO, Scenario, ServePolicy, TrafficFacts, load_scenario
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
 from infertune.models.variant import Manifest, read_manifest
 from infertune.report.schema import PolicyRow, Report, VariantRow
+from infertune.rollout.registry import Registry, Release
+from infertune.serve.routing import RoutingState
 
 SourceKind = Literal["run", "release"]
-
-
-class ReleaseRecord(BaseModel):
-    """The part of a release record an export needs; other fields are the registry's own."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    name: str
-    variant_id: str
-    variant_dir: str = "variant"  # relative to the release folder
-    canary_percent: int | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +52,13 @@ class ExportSource:
     canary_percent: int | None = None
 
     @property
+    def label(self) -> str:
+        """What was exported, for headers: "run runs/demo" or "release b (registry R)"."""
+        if self.kind == "release":
+            return f"release {self.name} (registry {self.path})"
+        return f"run {self.path}"
+
+    @property
     def deadline_ms(self) -> float | None:
         """serve's deadline: the policy's timeout_ms, else the loosest SLO target."""
         targets = self.slo.targets()
@@ -67,53 +66,92 @@ class ExportSource:
 
 
 def read_source(path: str | Path, variant_id: str | None = None) -> ExportSource:
-    """A run folder (report.json) or a release folder (release.json) as an ExportSource."""
+    """A run folder (the folder `infertune optimize --out` wrote) as an ExportSource."""
     folder = Path(path)
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a folder; pass a run folder (runs/<name>, with "
-                          "report.json) or a release folder (with release.json)")
-    if (folder / "release.json").is_file():
-        return _read_release(folder, variant_id)
-    if (folder / "report.json").is_file():
-        return _read_run(folder, variant_id, kind="run", name=folder.name)
-    raise ConfigError(f"{folder} has neither report.json nor release.json; pass the folder "
-                      "`infertune optimize --out` wrote (or a release folder)")
-
-
-def _read_run(folder: Path, variant_id: str | None, *, kind: SourceKind, name: str,
-              variant_dir: Path | None = None, canary: int | None = None) -> ExportSource:
+                          "report.json), or a release name with --registry DIR")
+    if not (folder / "report.json").is_file():
+        raise ConfigError(f"{folder} has no report.json; pass the folder `infertune optimize "
+                          "--out` wrote, or a release name with --registry DIR")
     report = Report.load_json(folder / "report.json")
-    scenario = _scenario(folder)
     chosen = variant_id or (report.recommendation.variant_id if report.recommendation else None)
     if chosen is None:
         raise ConfigError(f"{folder}/report.json recommends keeping the baseline model, which "
                           "has no variant folder; export one of the run's variants with "
                           "--variant ID (see variants/ in the run)")
-    vdir = variant_dir or folder / "variants" / chosen
+    vdir = folder / "variants" / chosen
     if not (vdir / "manifest.json").is_file():
         raise ConfigError(f"variant {chosen!r}: {vdir}/manifest.json not found; pick one of "
                           f"{_variant_ids(folder)} with --variant")
     manifest = read_manifest(vdir)
     policy, origin, row = _policy(report, chosen)
-    variant_row = next((r for r in report.variants if r.variant_id == chosen), None)
-    return ExportSource(kind=kind, path=folder, name=name, variant_dir=vdir, manifest=manifest,
-                        policy=policy, policy_origin=origin, policy_row=row,
-                        variant_row=variant_row, slo=scenario.slo, traffic=scenario.traffic,
-                        hardware=_hardware(folder), canary_percent=canary)
+    scenario = _scenario(folder)
+    return ExportSource(kind="run", path=folder, name=folder.name, variant_dir=vdir,
+                        manifest=manifest, policy=policy, policy_origin=origin, policy_row=row,
+                        variant_row=_variant_row(report, chosen), slo=scenario.slo,
+                        traffic=scenario.traffic, hardware=_hardware(folder / "hardware.json"))
 
 
-def _read_release(folder: Path, variant_id: str | None) -> ExportSource:
-    path = folder / "release.json"
+def read_release(registry: Path, name: str) -> ExportSource:
+    """Release ``name`` of the registry at ``registry`` as an ExportSource."""
+    if not (registry / "registry.sqlite").is_file():
+        raise ConfigError(f"{registry} is not a release registry (no registry.sqlite); pass "
+                          "the --registry folder `infertune release add` used")
+    reg = Registry(registry)
     try:
-        record = ReleaseRecord.model_validate(json.loads(path.read_text()))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        raise ConfigError(f"{path}: not a release record with name and variant_id; re-create "
-                          "it with infertune release add") from exc
-    if variant_id is not None and variant_id != record.variant_id:
-        raise ConfigError(f"release {record.name!r} holds variant {record.variant_id!r}, not "
-                          f"{variant_id!r}; drop --variant or export another release")
-    return _read_run(folder, record.variant_id, kind="release", name=record.name,
-                     variant_dir=folder / record.variant_dir, canary=record.canary_percent)
+        release = reg.get(name)
+        vdir = reg.verified_path(name)
+        canary = _canary_weight(reg, release)
+    finally:
+        reg.close()
+    rec = release.record
+    report_path = registry / "reports" / f"{rec.report_sha256}.json"
+    report = Report.load_json(report_path) if rec.report_sha256 and report_path.is_file() \
+        else None
+    row = None
+    serving = report.serving if report is not None else None
+    if report is not None and serving is not None and serving.variant_id in (None,
+                                                                             rec.variant_id):
+        row = next((p for p in report.policies if p.policy_id == serving.policy_id), None)
+    scenario = _scenario_text(rec.scenario_yaml, f"release {name!r} scenario")
+    # the registry keeps no hardware record: the source run's, when it is still there
+    run_hw = Path(rec.source_run) / "hardware.json" if rec.source_run else None
+    return ExportSource(
+        kind="release", path=registry, name=name, variant_dir=vdir, manifest=read_manifest(vdir),
+        policy=rec.policy, policy_origin=f"release {name!r} serve policy (registry record)",
+        policy_row=row, variant_row=_variant_row(report, rec.variant_id) if report else None,
+        slo=scenario.slo, traffic=scenario.traffic,
+        hardware=_hardware(run_hw) if run_hw is not None else None, canary_percent=canary)
+
+
+def _canary_weight(reg: Registry, release: Release) -> int | None:
+    """The weight of the latest routing event that names this release the canary."""
+    if release.status != "canary":
+        return None
+    for event in reversed(reg.events()):
+        if event.state is None:
+            continue
+        state = RoutingState.model_validate_json(event.state)
+        if state.canary == release.record.name:
+            return round(state.canary_weight)
+    return None
+
+
+def _variant_row(report: Report, variant_id: str) -> VariantRow | None:
+    return next((r for r in report.variants if r.variant_id == variant_id), None)
+
+
+def _scenario_text(text: str | None, what: str) -> Scenario:
+    if text is None:
+        return Scenario()
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what}: not valid YAML; re-add the release") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: the top level must be a mapping; re-add the release")
+    return Scenario.from_dict(data, source=what)
 
 
 def _scenario(folder: Path) -> Scenario:
@@ -140,8 +178,7 @@ def _policy(report: Report, variant_id: str) -> tuple[ServePolicy, str, PolicyRo
     return policy, f"report.json serving.policy (policy {serving.policy_id}{why})", row
 
 
-def _hardware(folder: Path) -> HardwareInfo | None:
-    path = folder / "hardware.json"
+def _hardware(path: Path) -> HardwareInfo | None:
     if not path.is_file():
         return None
     try:

@@ -100,8 +100,8 @@ def _io(kind: str, tensors: list[Tensor], note: str) -> list[str]:
 def onnx_config(p: DeployPlan, name: str, inputs: list[Tensor], outputs: list[Tensor]) -> str:
     m = p.source.manifest
     where = f"variants/{m.id}/model.onnx"
-    lines = [f"# {m.id} from {p.source.path} on Triton's onnxruntime backend, batched as the run "
-             "measured.", f'name: "{name}"', 'backend: "onnxruntime"',
+    lines = [f"# {m.id} from {p.source.label} on Triton's onnxruntime backend, batched as the "
+             "run measured.", f'name: "{name}"', 'backend: "onnxruntime"',
              _num("max_batch_size", p.max_batch_size)]
     lines += _io("input", inputs, f"the graph inputs of {where}")
     lines += _io("output", outputs, f"the graph outputs of {where}")

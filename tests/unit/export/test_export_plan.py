@@ -1,4 +1,4 @@
-"""Reading a run or release folder and deriving the plan: the numbers, their sources, and
+"""Reading a run folder or a registry release and deriving the plan: the numbers, their sources, and
 the one-line refusals of bad input."""
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from export_run import GOODPUT_RPS, POLICY, SERVICE_P50_MS, make_run, report
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError, ModelLoadError
 from infertune.export.plan import Overrides, k8s_name, plan, summary
-from infertune.export.source import read_source
+from infertune.export.source import read_release, read_source
 from infertune.report.schema import Recommendation
+from infertune.rollout.registry import Registry
+from infertune.serve.routing import RoutingEvent, RoutingState
 
 VID = "ort_int8_dynamic_per_channel"
 
@@ -74,24 +76,29 @@ def test_without_measured_capacity_the_fallbacks_are_labelled(run: Path) -> None
     assert p.alerts.queue_depth.value == POLICY.max_queue // 2
 
 
-def test_a_release_folder_is_read_like_a_run(run: Path, tmp_path: Path) -> None:
-    release = tmp_path / "release"
-    release.mkdir()
-    for name in ("report.json", "scenario.yaml", "hardware.json"):
-        shutil.copy2(run / name, release / name)
-    shutil.copytree(run / "variants" / VID, release / "variant")
-    (release / "release.json").write_text(json.dumps(
-        {"name": "b", "variant_id": VID, "canary_percent": 5, "created": "2026-12-01"}))
-    src = read_source(release)
+def test_a_registry_release_is_read_with_its_canary_weight(run: Path, tmp_path: Path) -> None:
+    registry = tmp_path / "registry"
+    reg = Registry(registry)
+    reg.add(run, name="a")
+    reg.add(run, name="b")
+    reg.record_event(RoutingEvent(time=1.0, kind="start", state=RoutingState(
+        stable="a", canary="b", canary_weight=5.0)))
+    reg.close()
+    src = read_release(registry, "b")
     assert (src.kind, src.name, src.manifest.id) == ("release", "b", VID)
+    assert src.variant_dir.parent == registry / "artifacts"
     p = plan(src)
     assert p.canary_percent is not None and p.canary_percent.value == 5
-    assert "release.json" in p.canary_percent.source
-    with pytest.raises(ConfigError, match="holds variant .* drop --variant"):
-        read_source(release, "other")
-    (release / "release.json").write_text("{}")
-    with pytest.raises(ConfigError, match="not a release record"):
-        read_source(release)
+    assert "routing event" in p.canary_percent.source
+    # the same measured policy, capacity and SLO as the run it was added from
+    from_run = plan(read_source(run))
+    assert (p.max_batch_size.value, p.queue_target.value, p.max_replicas.value) == (
+        from_run.max_batch_size.value, from_run.queue_target.value, from_run.max_replicas.value)
+    assert plan(read_release(registry, "a")).canary_percent is None  # the stable one
+    with pytest.raises(ConfigError, match="no release named 'c'"):
+        read_release(registry, "c")
+    with pytest.raises(ConfigError, match="is not a release registry"):
+        read_release(tmp_path, "b")
 
 
 def test_a_policy_measured_for_another_variant_is_not_reused(run: Path) -> None:
@@ -102,11 +109,11 @@ def test_a_policy_measured_for_another_variant_is_not_reused(run: Path) -> None:
 
 
 @pytest.mark.parametrize("breakage, message", [
-    ("no_report", "has neither report.json nor release.json"),
+    ("no_report", "has no report.json; pass the folder"),
     ("baseline", "recommends keeping the baseline model"),
     ("no_variant", "manifest.json not found; pick one of"),
     ("no_scenario", "scenario.yaml not found"),
-    ("no_hardware", "hardware.json not found: .* pass --cpus N"),
+    ("no_hardware", "no hardware.json, whose cores .* pass --cpus N"),
     ("bad_report", "not valid JSON"),
     ("bad_policy", "serving.policy is not a valid ServePolicy"),
     ("slow_variant", "shorter than the measured service time"),
