@@ -19,8 +19,9 @@ The rules (each Derivation's ``reasoning`` repeats them with the numbers filled 
   replica, so it is averaged away. The push interval is the cluster's (Ray's default 10 s; the
   embedded cluster of `serve --engine ray` sets a shorter one).
 - **upscale_delay_s** = 2 pushes: two reports must agree before a replica is added.
-- **downscale_delay_s** = 3 C (at least 10 s): a lull must outlast three cold starts before a
-  replica that the returning load would need is released.
+- **downscale_delay_s** = C (at least 5 x the upscale delay): the ski-rental rule — hold an
+  idle replica for as long as getting it back would take; that never costs more than twice what
+  the best choice, made knowing when the load returns, would.
 - **min_replicas** (the warm pool) = ceil(rate reachable before a new replica serves / replica
   capacity). A new replica serves after react = upscale delay + look-back / 2 + C; the rate can
   reach min(peak, mean + ramp x react) by then, and the peak at once for a step (bursty, spiky,
@@ -41,7 +42,7 @@ from typing import Any, TypedDict
 
 STEP_PATTERNS = frozenset({"bursty", "spiky", "trace"})
 LOOK_BACK_BOUNDS_S = (2.0, 30.0)
-DOWNSCALE_FLOOR_S = 10.0
+DOWNSCALE_UPSCALE_RATIO = 5.0
 RAY_PUSH_INTERVAL_S = 10.0  # Ray Serve 2.60's default metric push interval
 
 
@@ -233,9 +234,12 @@ def derive_plan(facts: ReplicaFacts, demand: Demand | None = None,
     up = Derivation(round(2 * push_interval_s, 3), "s", (
         f"2 metric pushes x {push_interval_s:g} s: two reports must agree the replicas are over "
         "target before one is added"))
-    down = Derivation(round(max(DOWNSCALE_FLOOR_S, 3 * c), 3), "s", (
-        f"3 x cold start {c:.3g} s (at least {DOWNSCALE_FLOOR_S:g} s): a lull must outlast three "
-        "cold starts before a replica the returning load would need is released"))
+    floor = DOWNSCALE_UPSCALE_RATIO * up.value
+    down = Derivation(round(max(c, floor), 3), "s", (
+        f"one cold start C = {c:.3g} s (at least {DOWNSCALE_UPSCALE_RATIO:g} x the upscale "
+        f"delay, {floor:g} s, so a replica is never released faster than one is added): the "
+        "ski-rental rule — an idle replica is held for as long as bringing it back would take, "
+        "which never costs more than twice the best choice made knowing the future"))
     react = up.value + look / 2 + c
     min_r = _warm_pool(demand, capacity.value, react, up.value, look, c)
     max_r, max_warn = _max_replicas(demand, limits, capacity.value, int(min_r.value))

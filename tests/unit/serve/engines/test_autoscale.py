@@ -63,13 +63,13 @@ def test_delays_follow_the_cold_start_and_the_push_interval() -> None:
     plan = derive_plan(facts(cold_start_s=10.0), push_interval_s=0.5)
     assert plan.look_back_period_s.value == 10.0
     assert plan.upscale_delay_s.value == 1.0
-    assert plan.downscale_delay_s.value == 30.0
+    assert plan.downscale_delay_s.value == 10.0  # one cold start
     quick = derive_plan(facts(cold_start_s=0.4), push_interval_s=0.5)
     assert quick.look_back_period_s.value == 2.5  # 5 pushes beat the 2 s floor
-    assert quick.downscale_delay_s.value == 10.0  # floor
+    assert quick.downscale_delay_s.value == 5.0  # 5 x the 1 s upscale delay
     slow = derive_plan(facts(cold_start_s=100.0))  # Ray's default 10 s pushes
     assert slow.look_back_period_s.value == 50.0 and slow.upscale_delay_s.value == 20.0
-    assert slow.downscale_delay_s.value == 300.0
+    assert slow.downscale_delay_s.value == 100.0
 
 
 def test_warm_pool_rides_the_fastest_ramp() -> None:

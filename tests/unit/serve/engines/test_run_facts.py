@@ -65,7 +65,8 @@ def test_plan_for_run_uses_the_run_and_the_policy(tmp_path: Path) -> None:
     assert plan.max_replicas.value == 3
     override = plan_for_run(_run(tmp_path / "b"), ServePolicy(),
                             cold_start=Sourced(20.0, "measured on the cluster"))
-    assert override.downscale_delay_s.value == 60.0
+    assert override.downscale_delay_s.value == 100.0  # 5 x (2 pushes of Ray's default 10 s)
+    assert override.look_back_period_s.value == 50.0
 
 
 def test_missing_and_malformed_measurements_name_the_fix(tmp_path: Path) -> None:
