@@ -100,14 +100,14 @@ def _io(kind: str, tensors: list[Tensor], note: str) -> list[str]:
 def onnx_config(p: DeployPlan, name: str, inputs: list[Tensor], outputs: list[Tensor]) -> str:
     m = p.source.manifest
     where = f"variants/{m.id}/model.onnx"
-    lines = [f"# {m.id} from {p.source.label} on Triton's onnxruntime backend, batched as the "
-             "run measured.", f'name: "{name}"', 'backend: "onnxruntime"',
+    lines = [f"# {m.id} from {p.source.label} on Triton's onnxruntime backend, batched by the "
+             "run's serving policy.", f'name: "{name}"', 'backend: "onnxruntime"',
              _num("max_batch_size", p.max_batch_size)]
     lines += _io("input", inputs, f"the graph inputs of {where}")
     lines += _io("output", outputs, f"the graph outputs of {where}")
     lines += ["dynamic_batching {",
               f"  preferred_batch_size: [ {p.max_batch_size.value} ]{_c(p.max_batch_size.source)}"
-              " -- the batch the measured policy fills",
+              " -- the batch the policy fills",
               _num("max_queue_delay_microseconds", p.max_wait_us, "  ")]
     if p.queue_timeout_us is not None:
         lines += ["  default_queue_policy {"]
@@ -118,7 +118,7 @@ def onnx_config(p: DeployPlan, name: str, inputs: list[Tensor], outputs: list[Te
                   _num("max_queue_size", p.max_queue, "    "), "  }"]
     lines += ["}", "instance_group [",
               f"  {{ kind: KIND_CPU count: {p.workers.value} }}{_c(p.workers.source)}"
-              " -- one model instance per measured worker", "]"]
+              " -- one model instance per serving worker", "]"]
     lines += [f'parameters {{ key: "intra_op_thread_count" value: {{ string_value: '
               f'"{p.intra_op_threads.value}" }} }}{_c(p.intra_op_threads.source)}',
               f'parameters {{ key: "inter_op_thread_count" value: {{ string_value: '

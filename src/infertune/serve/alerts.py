@@ -93,7 +93,7 @@ def queue_depth_threshold(targets: dict[str, float], policy: ServePolicy,
                          f"deadline ({capacity.source})")
     half = max(1, policy.max_queue // 2)
     return Threshold(half, f"half of the policy's max_queue ({policy.max_queue}): no measured "
-                     "capacity to derive a depth from (serve a run folder, or export one)")
+                     "capacity (goodput and service time of a run) to derive a depth from")
 
 
 def latency_bracket(seconds: float) -> tuple[float, float] | None:
