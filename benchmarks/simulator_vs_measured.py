@@ -9,8 +9,8 @@ TensorAdapter. Steps, all in this one run on this machine:
      0.6 and 0.8: near 1 any p95 prediction is ill-conditioned, since it diverges with the
      smallest error in the service time), re-measure the service samples (this machine is
      shared; its speed drifts), build one seeded Poisson schedule, simulate it, then send
-     the same schedule to the model behind the in-process batcher; print both p95s side by
-     side;
+     the same schedule to the model served in-process by serve's own runtime (queue,
+     batcher, deadlines; response cache off); print both p95s side by side;
   3. time a sweep of simulated policies.
 
     .venv/bin/python benchmarks/simulator_vs_measured.py [--duration 8] [--reps 60]
@@ -43,6 +43,37 @@ def build_adapter(width: int) -> object:
     return TensorAdapter(info, TorchRunner(module, ["input"]), example)
 
 
+class BatchTimes:
+    """The adapter as served, recording each model call's batch size and seconds (as the
+    runtime's worker threads run it: preprocess -> forward -> postprocess)."""
+
+    def __init__(self, adapter: object) -> None:
+        self.inner = adapter
+        self.info = adapter.info  # type: ignore[attr-defined]
+        self.batch_ms: dict[int, list[float]] = {}
+        self._start: dict[int, float] = {}
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def preprocess(self, raw: list[object]) -> object:
+        start = time.perf_counter()
+        feeds = self.inner.preprocess(raw)  # type: ignore[attr-defined]
+        self._start[id(feeds)] = start
+        return feeds
+
+    def postprocess(self, outputs: object, feeds: object) -> list[object]:
+        rows = self.inner.postprocess(outputs, feeds)  # type: ignore[attr-defined]
+        start = self._start.pop(id(feeds), None)
+        if start is not None:
+            ms = (time.perf_counter() - start) * 1000.0
+            self.batch_ms.setdefault(len(rows), []).append(ms)
+        return rows
+
+    def reset(self) -> None:
+        self.batch_ms = {}
+
+
 def measure_service(adapter: object, max_batch: int, reps: int) -> dict[int, list[float]]:
     inputs = adapter.sample_inputs(max_batch)  # type: ignore[attr-defined]
     samples: dict[int, list[float]] = {b: [] for b in range(1, max_batch + 1)}
@@ -72,7 +103,6 @@ def main() -> None:
         InProcessTarget,
         ScheduleSpec,
         build_schedule,
-        run_schedule,
         simulate,
         summarise,
     )
@@ -80,7 +110,7 @@ def main() -> None:
     adapter = build_adapter(args.width)
     samples = measure_service(adapter, args.max_batch, args.reps)
     policy = ServePolicy(max_batch_size=args.max_batch, max_wait_ms=args.max_wait_ms,
-                         workers=1, max_queue=100_000)
+                         workers=1, max_queue=100_000, cache_size=0)
     t1 = float(np.median(samples[1]))
     tmax = float(np.mean(samples[args.max_batch]))
     capacity = args.max_batch / tmax * 1000.0
@@ -105,12 +135,13 @@ def main() -> None:
                                                duration_s=args.duration, seed=100 + i))
         fresh = measure_service(adapter, args.max_batch, args.reps) if i else samples
         predicted = simulate(schedule, EmpiricalServiceTime(fresh, seed=i), policy)
-        target = InProcessTarget(adapter, policy, inputs)
-        records = asyncio.run(run_schedule(schedule, target))
+        timed = BatchTimes(adapter)
+        target = InProcessTarget(timed, policy, inputs)  # type: ignore[arg-type]
+        records = asyncio.run(run_and_record(schedule, target, timed))
         measured = summarise(target.name, records, schedule.stats())
         server = [r.server_timing_ms["queue"] + r.server_timing_ms["inference"]
                   for r in records if r.status == "200"]
-        in_run = EmpiricalServiceTime(target.batcher.stats.batch_ms, seed=i)
+        in_run = EmpiricalServiceTime(timed.batch_ms, seed=i)
         post_hoc = simulate(schedule, in_run, policy)
         assert measured.latency is not None and predicted.p95_ms is not None
         ratio = predicted.p95_ms / measured.latency.p95
@@ -119,10 +150,24 @@ def main() -> None:
               f"{post_hoc.p95_ms:8.2f} "
               f"{predicted.p50_ms:9.2f} "
               f"{measured.latency.p50:9.2f} {predicted.mean_batch_size:10.2f} "
-              f"{target.batcher.stats.mean_batch_size:10.2f} {predicted.utilisation:9.2f} "
+              f"{target.mean_batch_size():10.2f} {predicted.utilisation:9.2f} "
               f"{measured.ok:8d} {measured.client_lag_ms['p99']:8.2f}")
 
     curve_speed(samples)
+
+
+async def run_and_record(schedule: object, target: object, timed: BatchTimes) -> list[object]:
+    """run_schedule with the warm-up's model calls left out of the recorded batch times."""
+    from infertune.loadgen import run_schedule
+
+    opened = target.open  # type: ignore[attr-defined]
+
+    async def open_then_reset() -> None:
+        await opened()
+        timed.reset()
+
+    target.open = open_then_reset  # type: ignore[attr-defined]
+    return await run_schedule(schedule, target)  # type: ignore[arg-type]
 
 
 def rate_for_utilisation(target: float, capacity: float, samples: dict[int, list[float]],

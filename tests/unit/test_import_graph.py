@@ -16,9 +16,10 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = "infertune"
 
-# DESIGN.md, "Package layout", from the ground floor up.
-LAYERS = ("errors", "config", "hardware", "data", "models", "measure", "quality", "serve",
-          "loadgen", "optimize", "report", "rollout", "export", "cli")
+# DESIGN.md, "Package layout", from the ground floor up; durations.py (duration strings such as
+# "5m", used by config and the CLI) is a ground-floor helper beside errors.py.
+LAYERS = ("errors", "durations", "config", "hardware", "data", "models", "measure", "quality",
+          "serve", "loadgen", "optimize", "report", "rollout", "export", "cli")
 
 
 def module_name(path: Path, src: Path = SRC) -> str:

@@ -3,13 +3,24 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
+from infertune.cli._common import quiet_libraries
+from infertune.config import load_scenario
+from infertune.data import HeldOut, default_heldout, read_heldout
 from infertune.errors import ConfigError
+from infertune.loadgen.schedules import parse_duration
+from infertune.optimize.run import DEFAULT_BUDGET_S, QUICK_BUDGET_S, OptimizeOptions, optimize
+from infertune.optimize.state import RunPaths
+from infertune.report.run_report import write_run_report
 
 HELP = ("Profile MODEL, build the variants that apply on this machine, check each against the "
         "scenario's quality floor, measure the survivors against the baseline, sweep serving "
@@ -48,15 +59,6 @@ def register(app: typer.Typer) -> None:
             "--overwrite", help="Replace an earlier run in --out (default: refuse, so no run "
             "is lost by accident).")] = False,
     ) -> None:
-        from infertune.cli._common import quiet_libraries
-        from infertune.config import load_scenario
-        from infertune.optimize.run import (
-            DEFAULT_BUDGET_S,
-            QUICK_BUDGET_S,
-            OptimizeOptions,
-            optimize,
-        )
-
         sc = load_scenario(scenario)
         budget_s = _budget(budget, QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
         held = _data(model, data)
@@ -67,11 +69,13 @@ def register(app: typer.Typer) -> None:
                                   budget_s=budget_s, quick=quick, candidates=candidate or [],
                                   seed=seed, scenario_source=str(scenario))
         with _Display(budget_s) as display:
-            outcome = optimize(options, progress=display)
+            state = optimize(options, progress=display)
+            display.stage("report", "writing report.json, report.md, report.html")
+            report = write_run_report(state)
         if as_json:
-            typer.echo(outcome.paths.report_json.read_text(), nl=False)
+            typer.echo(state.paths.report_json.read_text(), nl=False)
         else:
-            _summary(outcome)
+            _summary(report, state.paths)
 
 
 def _claim(folder: Path, overwrite: bool) -> None:
@@ -86,14 +90,10 @@ def _claim(folder: Path, overwrite: bool) -> None:
     if not overwrite:
         raise ConfigError(f"--out {folder} already holds files (an earlier run?); pass another "
                           "--out, or --overwrite to replace it")
-    import shutil
-
     shutil.rmtree(folder)
 
 
 def _budget(text: str | None, default: float) -> float:
-    from infertune.loadgen.schedules import parse_duration
-
     seconds = parse_duration(text) if text is not None else default
     if seconds < MIN_BUDGET_S:
         raise ConfigError(
@@ -105,9 +105,7 @@ def _budget(text: str | None, default: float) -> float:
     return seconds
 
 
-def _data(model: str, path: Path | None) -> Any:
-    from infertune.data import default_heldout, read_heldout
-
+def _data(model: str, path: Path | None) -> HeldOut:
     if path is not None:
         return read_heldout(path)
     if model == "minilm":
@@ -120,9 +118,6 @@ class _Display:
     """rich progress on stderr: stage, current step and the time left."""
 
     def __init__(self, budget_s: float) -> None:
-        from rich.console import Console
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
         self.budget_s = budget_s
         self.started = time.monotonic()
         self.console = Console(stderr=True)
@@ -153,12 +148,8 @@ class _Display:
         self.progress.update(self.task, description=detail[:70], left=self._left())
 
 
-def _summary(outcome: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def _summary(report: dict[str, Any], paths: RunPaths) -> None:
     console = Console()
-    report = outcome.report
     rec = report.get("recommendation") or {}
     console.print(f"[bold]{report['problem']['statement']}[/]")
     table = Table(title="Variants (batch 1, held-out inputs)", title_justify="left")
@@ -180,7 +171,7 @@ def _summary(outcome: Any) -> None:
     for note in report.get("notes", []):
         if note.startswith("not measured"):
             console.print(f"[yellow]{note}[/]")
-    console.print(f"report: {outcome.paths.report_html.resolve()}")
+    console.print(f"report: {paths.report_html.resolve()}")
 
 
 def _fig(fig: dict[str, Any] | None) -> str:

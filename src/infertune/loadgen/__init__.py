@@ -2,12 +2,12 @@
 
     schedules   seeded arrival schedules (constant, poisson, gamma, onoff, ramp, trace)
     runner      the open-loop runner: latency from the intended send time, client lag apart
-    targets     HttpTarget (aiohttp); inprocess: InProcessTarget (Adapter + MicroBatcher)
+    targets     HttpTarget (aiohttp); inprocess: InProcessTarget (an Adapter behind serve's runtime)
     result      RequestRecord, LoadResult (HDR histogram, CIs, timeline), summarise()
     simulate    discrete-event model of a dynamic batcher: simulate(), sweep(), ServiceTime
 """
 
-from infertune.loadgen.inprocess import InProcessTarget, MicroBatcher
+from infertune.loadgen.inprocess import InProcessTarget
 from infertune.loadgen.result import LoadResult, RequestRecord, summarise
 from infertune.loadgen.runner import RunOptions, run_load, run_schedule
 from infertune.loadgen.schedules import (
@@ -30,7 +30,7 @@ from infertune.loadgen.targets import HttpTarget, Reply, Target, load_bodies
 
 __all__ = [
     "SHAPES", "EmpiricalServiceTime", "HttpTarget", "InProcessTarget", "LinearServiceTime",
-    "LoadResult", "MicroBatcher", "Reply", "RequestRecord", "RunOptions", "Schedule",
+    "LoadResult", "Reply", "RequestRecord", "RunOptions", "Schedule",
     "ScheduleSpec", "ScheduleStats", "ServiceTime", "SimResult", "Target", "build_schedule",
     "load_bodies", "parse_duration", "run_load", "run_schedule", "simulate", "summarise", "sweep",
 ]

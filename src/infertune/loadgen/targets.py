@@ -4,7 +4,7 @@ what happened ("connection_error", "timeout", "error" or the HTTP code), so one 
 produces a result full of connection errors instead of a crash.
 
     HttpTarget        an HTTP(S) URL; GET, or POST of JSON bodies taken round-robin
-    InProcessTarget   an Adapter behind a small dynamic batcher in threads (inprocess.py)
+    InProcessTarget   an Adapter behind serve's runtime in this process (inprocess.py)
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ averages above ``NOISY_STEAL`` percent, or when other processes kept more than
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -25,6 +25,8 @@ from infertune.measure.utilisation import Utilisation
 NOISY_CV = 0.10
 NOISY_STEAL = 1.0
 NOISY_OTHER_CORES = 0.5
+SIGNIFICANT_SHARE = 15.0  # percent of the typical request: worth its own line in a diagnosis
+Likelihood = Literal["dominant", "significant", "minor"]
 STAGE_WORDS = {"preprocess": "preprocessing", "forward": "the model (forward)",
                "postprocess": "postprocessing", "overhead": "Python glue between stages"}
 
@@ -44,6 +46,15 @@ class RoundStat:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RoundStat:
         return cls(**data)
+
+
+def stage_likelihood(stages: StageReport, stage: str) -> Likelihood:
+    """How much ``stage`` matters to the typical (p50) request, by one rule for every report:
+    the stage with the largest share dominates (as ``profile`` says), one with at least
+    ``SIGNIFICANT_SHARE`` percent is significant, the rest are minor."""
+    if stage == stages.dominant_p50:
+        return "dominant"
+    return "significant" if stages.share_p50.get(stage, 0.0) >= SIGNIFICANT_SHARE else "minor"
 
 
 def round_cv(rounds: list[RoundStat]) -> float:

@@ -8,13 +8,20 @@ Which passes run depends on the budget: ``--quick`` and short budgets leave out 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+from infertune.optimize.passes import REGISTRY, build_variants
+from infertune.optimize.passes._tensor import onnx_file
+from infertune.optimize.passes.base import PassContext, QualityTarget
 from infertune.optimize.passes.threads import OrtThreadsPass, Plan
-from infertune.optimize.run import RunState
 from infertune.optimize.search import Progress
-from infertune.optimize.steps import BuiltVariant
+from infertune.optimize.state import BuiltVariant, RunState
+from infertune.optimize.variant import VariantResult
+
+Builder = Callable[[RunState, float, Progress], list[BuiltVariant]]
 
 BASELINE_PASS = "torch_fp32"
 # An .onnx baseline's own copy (ort_fp32 copies the file) stands for the baseline instead.
@@ -57,8 +64,6 @@ class Int8ThreadsPass(OrtThreadsPass):
 
 
 def registry() -> dict[str, Any]:
-    from infertune.optimize.passes import REGISTRY
-
     return REGISTRY | {"ort_int8_threads_one": partial(Int8ThreadsPass, "one"),
                        "ort_int8_threads_cores_nospin": partial(Int8ThreadsPass,
                                                                 "cores_nospin")}
@@ -76,9 +81,6 @@ def plan_passes(quick: bool, budget_s: float, tensor: bool = False
 
 
 def default_builder(state: RunState, budget_s: float, progress: Progress) -> list[BuiltVariant]:
-    from infertune.optimize.passes import build_variants
-    from infertune.optimize.passes.base import PassContext, QualityTarget
-
     floor = state.options.scenario.constraints.quality_floor
     target = QualityTarget()
     if floor is not None and floor.min is not None and "cosine" in floor.metric:
@@ -96,10 +98,10 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
                    "budget was left for building", 30.0)
     not_run = [p for p in NOT_RUN if p not in names] if tensor else list(NOT_RUN)
     state.notes.append("passes not tried by default (slower or subsumed): " + ", ".join(not_run))
-    results: list[Any] = []
+    results: list[VariantResult] = []
     deadline = time.monotonic() + budget_s
 
-    def on_result(result: Any) -> None:
+    def on_result(result: VariantResult) -> None:
         results.append(result)
         progress.tick(f"built {result.pass_name}: {result.status}")
         if time.monotonic() > deadline and len(results) < len(names):
@@ -114,8 +116,6 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
             if name not in done:
                 state.skip(f"variant {name}", f"not built: the {budget_s:.0f} s share of the "
                            "budget for building ran out", 30.0)
-    from infertune.optimize.passes._tensor import onnx_file
-
     baseline_pass = ONNX_BASELINE_PASS if onnx_file(state.baseline) else BASELINE_PASS
     return [_built(r, baseline_pass) for r in results]
 
@@ -124,9 +124,7 @@ class _OutOfTime(Exception):
     """Raised from build_variants' result callback to stop building when time is up."""
 
 
-def _built(result: Any, baseline_pass: str = BASELINE_PASS) -> BuiltVariant:
-    from pathlib import Path
-
+def _built(result: VariantResult, baseline_pass: str = BASELINE_PASS) -> BuiltVariant:
     manifest = result.manifest.to_dict() if result.manifest is not None else {}
     variant_id = manifest.get("id") or result.pass_name
     title = _title(manifest) if manifest else result.pass_name

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from infertune.serve.cascade import confidence as serve_confidence
+
 DEFAULT_THRESHOLDS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 
@@ -32,19 +34,21 @@ class CascadeNotApplicable(Exception):
 
 
 def confidence(task: str, outputs: np.ndarray) -> np.ndarray:
-    """Per-example confidence of a model's postprocessed outputs (probabilities for
-    classification; a sigmoid of the score for reranking/binary scores)."""
-    if task == "classification":
-        probs = np.asarray(outputs, dtype=np.float64)
-        return probs.max(axis=-1)
-    if task == "reranking":
-        scores = np.asarray(outputs, dtype=np.float64).reshape(len(outputs))
-        prob = 1.0 / (1.0 + np.exp(-scores))
-        return np.maximum(prob, 1.0 - prob)
-    raise CascadeNotApplicable(
-        f"a cascade needs a confidence score; {task} outputs have none"
-        + (" (two embedding models write into different vector spaces, so one index cannot "
-           "serve both)" if task == "embedding" else ""))
+    """Per-example confidence of a model's postprocessed outputs, read exactly as serve's
+    cascade reads it (serve.cascade.confidence, metric "probability"), so the threshold
+    chosen here means the same to the server."""
+    if task not in ("classification", "reranking"):
+        raise CascadeNotApplicable(
+            f"a cascade needs a confidence score; {task} outputs have none"
+            + (" (two embedding models write into different vector spaces, so one index "
+               "cannot serve both)" if task == "embedding" else ""))
+    scores = [serve_confidence(row, "probability", task) for row in outputs]
+    if any(s is None for s in scores):
+        raise CascadeNotApplicable(
+            f"the candidate's {task} outputs are not "
+            + ("probability vectors (a softmax over the classes)" if task == "classification"
+               else "single scores") + ", so serve could not read a confidence from them")
+    return np.asarray(scores, dtype=np.float64)
 
 
 def answers(task: str, outputs: np.ndarray) -> np.ndarray:

@@ -4,24 +4,31 @@ candidate parts of extras.json; the report reads the RunState."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from infertune.errors import IncompatibleInputError
+from infertune.measure.compare import run_interleaved
+from infertune.measure.curve import measure_curve, seq_lens_from_lengths
+from infertune.measure.stages import time_requests
+from infertune.models import load
+from infertune.models.base import Adapter
 from infertune.optimize.cascade import CascadeNotApplicable, evaluate_cascade, right_size
-from infertune.optimize.run import RunState, write_json
+from infertune.optimize.choice import best_adapter
 from infertune.optimize.search import NEED_QUICK_S, Budget, Progress, measure_against_baseline
-from infertune.optimize.serving import make_simulator, measure_contention, validate_policy
-from infertune.optimize.steps import (
-    best_adapter,
-    candidate_from,
-    compare_fn,
-    judge,
-    token_lengths,
+from infertune.optimize.serving import (
+    make_simulator,
+    measure_contention,
+    validate_policy,
 )
-from infertune.optimize.sweep import SweepGrid, sweep
+from infertune.optimize.state import LoadCurve, RunState, write_json
+from infertune.optimize.steps import candidate_from, judge, token_lengths
+from infertune.optimize.sweep import SimulateFn, SweepGrid, SweepResult, sweep
+from infertune.quality import run_outputs
 
+NEED_SERVING_S = 20.0
 VALIDATE_S = 6.0
 VALIDATE_QUICK_S = 2.5
 
@@ -43,9 +50,20 @@ def _overhead_ms(state: RunState) -> float:
     return sum(s[k].p50 for k in ("preprocess", "postprocess", "overhead") if k in s)
 
 
-def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
-    from infertune.measure.curve import measure_curve, seq_lens_from_lengths
+def serving(state: RunState, budget: Budget, progress: Progress) -> None:
+    """The policy sweep for the chosen variant, its load tests and right-sizing."""
+    if not budget.allows(NEED_SERVING_S):
+        state.skip("serving-policy sweep", "time budget exhausted", NEED_SERVING_S)
+        return
+    run_sweep(state, budget, progress)
 
+
+def candidate_models(state: RunState, budget: Budget, progress: Progress) -> None:
+    if state.options.candidates:
+        run_candidates(state, budget, progress)
+
+
+def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
     mean, peak = _rates(state)
     if mean is None or peak is None:
         state.skip("serving-policy sweep", "the scenario states no request rate; set "
@@ -80,9 +98,7 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
                    cost_per_hour_usd=cost, keep=3 if quick else 5,
                    on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"))
     state.sweep = result
-    from infertune.optimize.reportparts import load_series
-
-    state.load_curves = load_series(state, sim)
+    state.load_curves = load_curves(result, sim)
     _validate(state, budget, progress, adapter, mean, peak)
     best = result.best
     state.right_sizing = right_size(peak, best.goodput_rps, cores, cost)
@@ -91,6 +107,20 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
         "contention": state.contention.to_dict(), "overhead_ms": overhead,
         "validations": {k: v.to_dict() for k, v in state.validations.items()},
         "right_sizing": state.right_sizing.to_dict() if state.right_sizing else None})
+
+
+def load_curves(sw: SweepResult, simulate: SimulateFn) -> list[LoadCurve]:
+    """p99 against load for the leading policies (simulated at fractions of the peak)."""
+    out = []
+    for r in sw.ranked[:3]:
+        pts = []
+        for frac in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5):
+            rate = sw.peak_rps * frac
+            p99 = simulate(r.serve_policy, rate).p99_ms
+            if np.isfinite(p99):
+                pts.append((round(rate, 3), round(p99, 3)))
+        out.append(LoadCurve(r.policy_id, pts))
+    return out
 
 
 def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Any, mean: float,
@@ -120,9 +150,6 @@ def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Any,
 def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
     """Each --candidate model: quick timing against the baseline, quality, and a cascade
     (candidate first, baseline on low confidence) when the task has a confidence."""
-    from infertune.models import load
-    from infertune.quality import run_outputs
-
     out = []
     for ref in state.options.candidates:
         if not budget.allows(NEED_QUICK_S * 3):
@@ -138,7 +165,7 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
             result = None
         cand = candidate_from(cid, f"candidate model {ref}", result)
         cand.quick = measure_against_baseline(
-            compare_fn(), state.baseline.predict, adapter.predict, cid, state.requests,
+            run_interleaved, state.baseline.predict, adapter.predict, cid, state.requests,
             kind="quick", budget_s=min(budget.share(0.1), 10.0), seed=state.options.seed)
         state.candidate_models.append(cand)
         if state.reference is None:
@@ -163,8 +190,6 @@ def _labels(state: RunState) -> Any:
     return labels[: len(state.quality_inputs)] if labels is not None else None
 
 
-def _latencies(adapter: Any, requests: list[list[Any]]) -> list[float]:
-    from infertune.measure.stages import time_requests
-
+def _latencies(adapter: Adapter, requests: Sequence[Sequence[Any]]) -> list[float]:
     adapter.predict(requests[0])
     return list(np.asarray(time_requests(adapter, requests).e2e))

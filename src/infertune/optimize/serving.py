@@ -22,7 +22,11 @@ from typing import Any
 import numpy as np
 
 from infertune.config import ServePolicy, TrafficFacts
+from infertune.loadgen.inprocess import InProcessTarget
+from infertune.loadgen.runner import run_load
 from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule, read_trace
+from infertune.loadgen.simulate import simulate
+from infertune.models.base import Adapter
 from infertune.optimize.sweep import SimStats, SimulateFn
 
 BURSTY_B = 0.25
@@ -136,8 +140,6 @@ def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention 
     per-request sequence lengths drawn (seeded) from the data, service from ``curve``.
     ``overhead_ms`` (measured tokenise + postprocess time per request) is added per batch item
     since the curve times ``forward`` only."""
-    from infertune.loadgen.simulate import simulate
-
     schedules: dict[float, Schedule] = {}
     rng = np.random.default_rng(seed)
     lens = np.asarray(seq_lens) if seq_lens is not None and len(seq_lens) else None
@@ -192,17 +194,17 @@ class Validation:
         return cls(**{**data, "stats": SimStats.from_dict(data["stats"])})
 
 
-def validate_policy(adapter: Any, policy: ServePolicy, traffic: TrafficFacts, rate: float,
+def validate_policy(adapter: Adapter, policy: ServePolicy, traffic: TrafficFacts, rate: float,
                     inputs: Sequence[Any], *, duration_s: float, seed: int = 0) -> Validation:
-    """Send the scenario's traffic shape at ``rate`` for ``duration_s`` to ``adapter`` behind
-    ``policy`` (loadgen's in-process batcher), latency from the intended send time."""
-    from infertune.loadgen.inprocess import InProcessTarget
-    from infertune.loadgen.runner import run_load
-
+    """Send the scenario's traffic shape at ``rate`` for ``duration_s`` to ``adapter`` served by
+    serve's own runtime under ``policy``, latency from the intended send time. The response
+    cache is off: the held-out inputs are replayed round-robin, so a cache would answer the
+    repeats from memory and the figure would not be the model's (the cache's effect is
+    estimated on its own from the data's repeat rate)."""
     sched = schedule_for(traffic, rate, seed=seed, duration_s=duration_s)
     rng = np.random.default_rng(seed)
     order = [inputs[i] for i in rng.permutation(len(inputs))]
-    target = InProcessTarget(adapter, policy, order)
+    target = InProcessTarget(adapter, policy.model_copy(update={"cache_size": 0}), order)
     started = time.perf_counter()
     result = run_load(sched, target)
     lat = result.latency
@@ -211,6 +213,6 @@ def validate_policy(adapter: Any, policy: ServePolicy, traffic: TrafficFacts, ra
     stats = SimStats(rate=rate, p50_ms=lat.p50 if lat else inf, p95_ms=lat.p95 if lat else inf,
                      p99_ms=lat.p99 if lat else inf,
                      shed=(result.sheds + result.errors) / sent,
-                     mean_batch=target.batcher.stats.mean_batch_size, requests=result.sent)
+                     mean_batch=target.mean_batch_size(), requests=result.sent)
     return Validation(stats, result.achieved_rate, result.client_lag_ms.get("p99"),
                       time.perf_counter() - started, list(result.warnings))

@@ -1,4 +1,5 @@
-"""The stages of ``optimize`` (run.py gives the order). Each takes the RunState, the Budget and
+"""The measuring stages of ``optimize`` (run.py gives the order; the serving stages are in
+policy.py). Each takes the RunState, the Budget and
 the Progress display; each checks the budget first and, when it cannot do its work properly,
 records what it skipped and what it would have needed instead of measuring badly."""
 
@@ -7,13 +8,27 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
-from infertune.optimize.run import RunState, write_json, write_scenario
+from infertune import hardware
+from infertune.config import Scenario
+from infertune.measure.compare import run_interleaved
+from infertune.measure.profile import ProfileSettings, profile
+from infertune.models import load
+from infertune.models.base import Adapter
+from infertune.optimize.builder import Builder, default_builder
+from infertune.optimize.choice import best_adapter
+from infertune.optimize.inputs import (
+    InputOptions,
+    cache_estimate,
+    measure_bucketing,
+    measure_trimming,
+    trim_length_for,
+)
 from infertune.optimize.search import (
     NEED_PROPER_S,
     NEED_QUICK_S,
@@ -26,6 +41,17 @@ from infertune.optimize.search import (
     select_survivors,
     time_alone,
 )
+from infertune.optimize.state import (
+    OptimizeOptions,
+    RunPaths,
+    RunState,
+    quality_floor,
+    quality_metrics,
+    write_json,
+)
+from infertune.quality import QualityResult, evaluate_outputs, run_outputs
+from infertune.quality.metrics import TASKS
+from infertune.quality.validate import preflight
 
 NEED_PROFILE_S = 15.0
 NEED_REFERENCE_S = 5.0
@@ -39,23 +65,20 @@ MARK_SCREEN = 0.68
 MARK_CONFIRM = 0.80
 
 
-@dataclass
-class BuiltVariant:
-    variant_id: str
-    path: Path | None
-    title: str
-    skipped: str | None = None  # why the pass did not build
-    is_baseline: bool = False
-    manifest: dict[str, Any] = field(default_factory=dict)
+def write_scenario(paths: RunPaths, scenario: Scenario, detected: dict[str, Any]) -> None:
+    """The user's scenario as given, plus what we detected, in one YAML file."""
+    text = yaml.safe_dump(scenario.to_dict(), sort_keys=False)
+    text += "# detected on this machine by infertune optimize (not part of the scenario):\n"
+    text += "\n".join("# " + line
+                      for line in yaml.safe_dump({"detected": detected},
+                                                 sort_keys=False).splitlines())
+    paths.scenario.write_text(text + "\n")
 
 
-def load_baseline(options: Any) -> Any:
+def load_baseline(options: OptimizeOptions) -> Adapter:
     """The user's model as an Adapter. A tensor model (an .onnx or TorchScript file) cannot
     say what its outputs mean, so it takes the scenario's model.task where the quality metrics
     know that task (else "other": outputs compared by max abs/rel difference)."""
-    from infertune.models import load
-    from infertune.quality.metrics import TASKS
-
     baseline = load(options.model)
     task = options.scenario.model.task
     if baseline.info.kind == "tensor" and task in TASKS and task != baseline.info.task:
@@ -67,8 +90,6 @@ def load_baseline(options: Any) -> Any:
 def check_floor(state: RunState) -> None:
     """Fail in seconds, not after building every variant, when the quality floor (or a metric
     the run reports) does not fit the model's task or needs labels the data lacks."""
-    from infertune.quality.validate import preflight
-
     task = state.baseline.info.task
     data = state.options.data
     preflight(quality_floor(state), data.labels is not None, quality_metrics(task), task,
@@ -76,8 +97,6 @@ def check_floor(state: RunState) -> None:
 
 
 def setup(state: RunState, budget: Budget, progress: Progress) -> None:
-    from infertune import hardware
-
     opts = state.options
     hw = hardware.detect()
     state.hardware = hw
@@ -87,9 +106,6 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
     write_scenario(state.paths, opts.scenario,
                    {"hardware": state.hardware_label, "model": opts.model,
                     "data": opts.data.source, "examples": len(opts.data)})
-    if state.baseline is None:
-        progress.tick(f"loading {opts.model}")
-        state.baseline = load_baseline(opts)
     check_floor(state)
     n_quality = 128 if opts.quick else 300
     # sorted by length: batches of similar length waste little padding, so the quality runs
@@ -102,8 +118,6 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
 
 
 def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> None:
-    from infertune.measure.profile import ProfileSettings, profile
-
     if not budget.allows(NEED_PROFILE_S):
         state.skip("baseline profile", "time budget exhausted", NEED_PROFILE_S)
         return
@@ -123,13 +137,11 @@ def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> Non
         state.baseline, state.options.data.inputs, settings=settings,
         model_ref=ref if settings.cold_start else None, data_source=state.options.data.source,
         progress=lambda step, done, total: progress.tick(f"{step} {done}/{total}"),
-        hardware=state.hardware.to_dict())
+        hardware=state.hardware.to_dict() if state.hardware is not None else None)
     write_json(state.paths.profile, state.profile.to_dict())
 
 
 def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> None:
-    from infertune.quality import run_outputs
-
     if not budget.allows(NEED_REFERENCE_S):
         state.skip("quality reference outputs", "time budget exhausted", NEED_REFERENCE_S)
         return
@@ -138,9 +150,8 @@ def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> No
                                   source=state.options.data.source)
 
 
-def build(state: RunState, budget: Budget, progress: Progress, builder: Any) -> None:
-    from infertune.optimize.builder import default_builder
-
+def build(state: RunState, budget: Budget, progress: Progress,
+          builder: Builder | None = None) -> None:
     if not budget.allows(NEED_BUILD_S):
         state.skip("variant building", "time budget exhausted", NEED_BUILD_S)
         return
@@ -153,26 +164,9 @@ def build(state: RunState, budget: Budget, progress: Progress, builder: Any) -> 
             state.baseline_variant_id = b.variant_id
 
 
-def quality_floor(state: RunState) -> Any:
-    from infertune.quality import floor_from_config, parse_floor
-
-    cfg = state.options.scenario.constraints.quality_floor
-    if cfg is not None:
-        return floor_from_config(cfg)
-    task = state.baseline.info.task
-    return parse_floor({"embedding": "mean_cosine>=0.99", "classification":
-                        "argmax_agreement>=0.99"}.get(task, "max_rel_diff<=0.01"))
-
-
-def quality_metrics(task: str) -> list[str]:
-    return {"embedding": ["mean_cosine", "min_cosine", "knn_agreement@10", "max_abs_diff"],
-            "classification": ["argmax_agreement", "max_abs_diff"]}.get(task, ["max_abs_diff"])
-
-
-def judge(state: RunState, adapter: Any, variant_id: str, folder: Path | None) -> Any:
+def judge(state: RunState, adapter: Adapter, variant_id: str,
+          folder: Path | None) -> QualityResult:
     """Run ``adapter`` on the quality subset and judge it against the floor (quality.json)."""
-    from infertune.quality import evaluate_outputs, run_outputs
-
     outputs = run_outputs(adapter, state.quality_inputs, batch_size=16,
                           source=state.options.data.source)
     labels = state.options.data.labels
@@ -187,7 +181,7 @@ def judge(state: RunState, adapter: Any, variant_id: str, folder: Path | None) -
     return result
 
 
-def candidate_from(variant_id: str, title: str, result: Any) -> Candidate:
+def candidate_from(variant_id: str, title: str, result: QualityResult | None) -> Candidate:
     if result is None:
         return Candidate(variant_id, title, "unknown", None, None)
     check = result.floor_check
@@ -197,8 +191,6 @@ def candidate_from(variant_id: str, title: str, result: Any) -> Candidate:
 
 def screen(state: RunState, budget: Budget, progress: Progress) -> None:
     """Quick timing and the quality verdict of every built variant."""
-    from infertune.models import load
-
     screened = 0
     for b in state.built:
         if b.skipped or b.is_baseline or b.path is None:
@@ -237,12 +229,6 @@ def _base_samples(state: RunState, n: int) -> list[float]:
     return have[:n]
 
 
-def compare_fn() -> Any:
-    from infertune.measure.compare import run_interleaved
-
-    return run_interleaved
-
-
 def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
     """Measure the survivors properly, interleaved against the baseline."""
     keep = 1 if state.options.quick else 3
@@ -259,63 +245,17 @@ def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
         progress.tick(f"interleaved trials: {cand.variant_id} vs baseline")
         adapter = state.adapters[cand.variant_id]
         cand.proper = measure_against_baseline(
-            compare_fn(), state.baseline.predict, adapter.predict, cand.variant_id,
+            run_interleaved, state.baseline.predict, adapter.predict, cand.variant_id,
             state.requests, kind="proper", budget_s=per, seed=state.options.seed + 1)
-        folder = _folder(state, cand.variant_id)
+        built = state.built_variant(cand.variant_id)
+        folder = built.path if built is not None else None
         if folder is not None:
             write_json(folder / "latency.json",
                        {"quick": cand.quick.to_dict() if cand.quick else None,
                         "proper": cand.proper.to_dict()})
 
 
-def _folder(state: RunState, variant_id: str) -> Path | None:
-    for b in state.built:
-        if b.variant_id == variant_id:
-            return b.path
-    return None
-
-
-def best_adapter(state: RunState) -> tuple[str, Any]:
-    """The variant the report will recommend (same ranking), and its adapter."""
-    from infertune.optimize.runreport import (
-        inside_slo,
-        rank_options,
-        recommended_candidate,
-        variant_options,
-    )
-
-    ranked = rank_options(state, variant_options(state), inside_slo(state))
-    best = recommended_candidate(state, ranked)
-    if best is not None:
-        return best.variant_id, state.adapters[best.variant_id]
-    return state.baseline_variant_id or "baseline", state.baseline
-
-
-def serving(state: RunState, budget: Budget, progress: Progress) -> None:
-    from infertune.optimize.policy import run_sweep
-
-    if not budget.allows(NEED_SERVING_S):
-        state.skip("serving-policy sweep", "time budget exhausted", NEED_SERVING_S)
-        return
-    run_sweep(state, budget, progress)
-
-
-def candidate_models(state: RunState, budget: Budget, progress: Progress) -> None:
-    from infertune.optimize.policy import run_candidates
-
-    if state.options.candidates:
-        run_candidates(state, budget, progress)
-
-
 def input_options(state: RunState, budget: Budget, progress: Progress) -> None:
-    from infertune.optimize.inputs import (
-        InputOptions,
-        cache_estimate,
-        measure_bucketing,
-        measure_trimming,
-        trim_length_for,
-    )
-
     data = state.options.data
     notes: list[str] = []
     cache = cache_estimate(data.inputs, f"held-out data {data.source}")
@@ -336,18 +276,18 @@ def input_options(state: RunState, budget: Budget, progress: Progress) -> None:
     per = min(budget.share(0.4), 12.0)
     if opts.trim_length < current:
         progress.tick(f"timing input trimming on {variant_id}")
-        opts.trimming = measure_trimming(adapter, texts, opts.trim_length, compare=compare_fn(),
+        opts.trimming = measure_trimming(adapter, texts, opts.trim_length, compare=run_interleaved,
                                          budget_s=per / 2, seed=state.options.seed)
     else:
         notes.append(f"the 99th-percentile input ({opts.trim_length} tokens) already fits the "
                      f"max length {current}; trimming would cut nothing worth measuring")
     if len(texts) >= 32:
         progress.tick(f"timing length bucketing on {variant_id}")
-        opts.bucketing = measure_bucketing(adapter, texts, lengths, compare=compare_fn(),
+        opts.bucketing = measure_bucketing(adapter, texts, lengths, compare=run_interleaved,
                                            budget_s=per / 2, seed=state.options.seed)
 
 
-def token_lengths(adapter: Any, inputs: Sequence[Any]) -> list[int] | None:
+def token_lengths(adapter: Adapter, inputs: Sequence[Any]) -> list[int] | None:
     texts = [x for x in inputs if isinstance(x, str)]
     if not texts or not hasattr(adapter, "token_lengths"):
         return None

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from infertune.config import Scenario
+from infertune.measure.diagnosis import stage_likelihood
 from infertune.report.schema import (
     DiagnosisItem,
     Figure,
@@ -186,7 +187,7 @@ def _apply(report: Report, stages: Any, e2e: np.ndarray, n: int, where: str,
         return Figure.measured(round(value, 3), "ms", where, n, what=f"{label}, {what}")
 
     items = [DiagnosisItem(
-        stage=STAGE_NAMES.get(name, name), likelihood=_likelihood(stages.share_p50[name]),
+        stage=STAGE_NAMES.get(name, name), likelihood=stage_likelihood(stages, name),
         reason=(f"measured here: {stages.share_p50[name]:.1f} % of the typical request and "
                 f"{stages.share_p99[name]:.1f} % of the slowest 1 %"),
         time=measured(stages.stage_ms(name, tail=False), f"mean {name} time, typical request"))
@@ -216,9 +217,3 @@ def _apply(report: Report, stages: Any, e2e: np.ndarray, n: int, where: str,
             "may differ from this machine.")
     return report.model_copy(update={"diagnosis": diagnosis, "plots": plots,
                                      "notes": [*report.notes, note]})
-
-
-def _likelihood(share_percent: float) -> str:
-    if share_percent >= 50:
-        return "dominant"
-    return "significant" if share_percent >= 15 else "minor"

@@ -8,8 +8,11 @@ Tiers a caller can ask for:
   quality   the full model only
 
 Confidence is read from a classifier's probability vector: ``probability`` is the top
-probability, ``margin`` the gap between the top two. An output that is not a probability
-vector (an embedding, a score) has no confidence, so it is never taken as confident.
+probability, ``margin`` the gap between the top two. A reranker's (or binary classifier's) one
+score is a logit: its probability p = sigmoid(score) gives ``probability`` max(p, 1 - p) and
+``margin`` |2p - 1|. Any other output (an embedding, a vector that is not a distribution) has
+no confidence, so it is never taken as confident. ``optimize`` sizes its cascade thresholds
+with this same function (optimize/cascade.py), so a threshold it picks means the same here.
 """
 
 from __future__ import annotations
@@ -27,13 +30,20 @@ Tier = Literal["fast", "standard", "quality"]
 ConfidenceMetric = Literal["probability", "margin"]
 
 
-def confidence(output: Any, metric: ConfidenceMetric) -> float | None:
-    """The classifier confidence of one output, or None when it is not a probability vector."""
+def confidence(output: Any, metric: ConfidenceMetric = "probability",
+               task: str = "classification") -> float | None:
+    """The confidence of one output of a ``task`` model, or None when it has none."""
     try:
         probs = np.asarray(output, dtype=np.float64)
     except (TypeError, ValueError):
         return None
-    if probs.ndim != 1 or probs.size < 2 or np.any(probs < 0) or abs(probs.sum() - 1) > 1e-3:
+    if task == "reranking":
+        if probs.size != 1 or not np.isfinite(probs).all():
+            return None
+        p = float(1.0 / (1.0 + np.exp(-probs.reshape(()))))
+        return max(p, 1.0 - p) if metric == "probability" else abs(2.0 * p - 1.0)
+    if (task != "classification" or probs.ndim != 1 or probs.size < 2 or np.any(probs < 0)
+            or abs(probs.sum() - 1) > 1e-3):
         return None
     top = np.sort(probs)[::-1]
     return float(top[0] if metric == "probability" else top[0] - top[1])
@@ -62,7 +72,7 @@ class Cascade:
         return [self._passes(out) for out in outputs]
 
     def _passes(self, output: Any) -> bool:
-        score = confidence(output, self.metric)
+        score = confidence(output, self.metric, self.fast.info.task)
         return score is not None and self.threshold is not None and score >= self.threshold
 
 

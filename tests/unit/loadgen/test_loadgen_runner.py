@@ -1,16 +1,15 @@
-"""Results, the open-loop runner (with fake targets) and the in-process batcher."""
+"""Results, the open-loop runner (with fake targets) and the in-process target (serve's
+runtime, with a fake model)."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from typing import Any
 
 import pytest
 
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
-from infertune.loadgen.inprocess import InProcessTarget, MicroBatcher
+from infertune.loadgen.inprocess import InProcessTarget
 from infertune.loadgen.result import (
     LoadResult,
     RequestRecord,
@@ -20,6 +19,7 @@ from infertune.loadgen.result import (
 from infertune.loadgen.runner import RunOptions, run_load
 from infertune.loadgen.schedules import ScheduleSpec, build_schedule, schedule_stats
 from infertune.loadgen.targets import Reply
+from infertune.serve.testing import GatedAdapter
 
 
 def test_parse_server_timing() -> None:
@@ -127,84 +127,54 @@ def test_max_in_flight_waits_and_counts_lag() -> None:
         RunOptions(max_in_flight=0)
 
 
-def test_batcher_batches_rejects_and_answers_failures() -> None:
-    gate, entered = threading.Event(), threading.Event()
-    seen: list[int] = []
-
-    def fn(batch: list[Any]) -> list[Any]:
-        entered.set()
-        gate.wait(5)
-        seen.append(len(batch))
-        return [x * 2 for x in batch]
-
-    batcher = MicroBatcher(fn, ServePolicy(max_batch_size=3, max_wait_ms=1000, max_queue=4))
-    batcher.start()
-    futures = [batcher.submit(i) for i in range(3)]
-    assert entered.wait(5)
-    futures += [batcher.submit(i) for i in range(3, 8)]
-    # The worker took the first full batch of 3 and is held at the gate: 4 more fit the queue
-    # and the eighth is rejected at once.
-    assert futures[7].result(timeout=5).status == "503"
-    gate.set()
-    statuses = [f.result(timeout=5).status for f in futures[:7]]
-    batcher.stop()
-    assert statuses == ["200"] * 7
-    assert seen == [3, 3, 1] and batcher.stats.rejected == 1
-    assert batcher.stats.mean_batch_size == pytest.approx(7 / 3)
-    assert {b: len(v) for b, v in batcher.stats.batch_ms.items()} == {3: 2, 1: 1}
-
-    def broken(batch: list[Any]) -> list[Any]:
-        raise ValueError("model failed")
-
-    failing = MicroBatcher(broken, ServePolicy(max_batch_size=2, max_wait_ms=0))
-    failing.start()
-    replies = [failing.submit(i) for i in range(2)]
-    assert [f.result(timeout=5).status for f in replies] == ["500", "500"]
-    failing.stop()
-
-
-class DoublingAdapter:
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    def predict(self, raw: list[Any]) -> list[Any]:
-        self.calls.append(len(raw))
-        return [x * 2 for x in raw]
-
-
-def test_in_process_target_runs_a_schedule() -> None:
-    adapter = DoublingAdapter()
-    policy = ServePolicy(max_batch_size=4, max_wait_ms=5)
-    target = InProcessTarget(adapter, policy, inputs=[1, 2, 3], name="double")
+def test_in_process_target_runs_a_schedule_through_serves_runtime() -> None:
+    adapter = GatedAdapter()
+    policy = ServePolicy(max_batch_size=4, max_wait_ms=5, cache_size=0)
+    target = InProcessTarget(adapter, policy, inputs=["a", "bb", "ccc"], name="fake")
     schedule = build_schedule(ScheduleSpec(shape="poisson", rate=200, duration_s=0.5, seed=1))
     result = run_load(schedule, target)
     assert result.ok == result.sent == len(schedule)
-    assert adapter.calls[:4] == [1, 2, 3, 4]  # warm-up: every batch size once
-    assert max(adapter.calls) <= 4
-    assert sum(adapter.calls[4:]) == result.sent
-    assert set(result.server_timing_ms) == {"queue", "inference"}
-    assert result.utilisation is not None and 0.0 <= result.utilisation <= 1.0
+    # serve's warm-up ran first, at batch sizes 1 and the maximum, on its own texts
+    warmup = [b for b in adapter.seen if b and b[0].startswith("warm-up")]
+    assert {len(b) for b in warmup} == {1, 4}
+    served = [b for b in adapter.seen if b and not b[0].startswith("warm-up")]
+    assert sum(map(len, served)) == result.sent
+    assert max(map(len, served)) <= 4
+    assert target.mean_batch_size() == pytest.approx(result.sent / len(served))
+    assert set(result.server_timing_ms) == {"queue", "preprocess", "inference", "postprocess"}
+    assert result.utilisation is not None and 0.0 < result.utilisation <= 1.0
     assert LoadResult.from_dict(result.to_dict()).utilisation == result.utilisation
 
 
-def test_batcher_sheds_requests_past_their_deadline() -> None:
-    now = [0.0]  # an injected clock: the deadline passes without waiting for real time
-    gate, entered = threading.Event(), threading.Event()
+def test_in_process_target_answers_overload_and_failures_as_serve_does() -> None:
+    adapter = GatedAdapter()
+    # no deadline sheds here: the test holds the model and decides when it finishes
+    policy = ServePolicy(max_batch_size=1, max_wait_ms=0, max_queue=2, timeout_ms=10_000,
+                         cache_size=0)
+    target = InProcessTarget(adapter, policy, inputs=["a", "bb", "ccc", "dddd", "FAIL x"])
 
-    def fn(batch: list[Any]) -> list[Any]:
-        entered.set()
-        gate.wait(5)
-        return batch
+    async def scenario() -> tuple[Reply, list[Reply], Reply]:
+        await target.open()
+        adapter.gate.clear()
+        adapter.entered.clear()
+        first = asyncio.create_task(target.send(0))
+        assert await asyncio.to_thread(adapter.entered.wait, 5)
+        queued = [asyncio.create_task(target.send(i)) for i in (1, 2)]
+        while target.runtime.queue is not None and len(target.runtime.queue) < 2:
+            await asyncio.sleep(0.001)
+        refused = await target.send(3)  # the queue holds two: refused at once
+        adapter.gate.set()
+        replies = list(await asyncio.gather(first, *queued))
+        failed = await target.send(4)  # the model raises on this input alone
+        await target.close()
+        return refused, replies, failed
 
-    policy = ServePolicy(max_batch_size=1, max_wait_ms=0, timeout_ms=50)
-    batcher = MicroBatcher(fn, policy, clock=lambda: now[0])
-    batcher.start()
-    first = batcher.submit("a")
-    assert entered.wait(5)
-    late = [batcher.submit("b"), batcher.submit("c")]
-    now[0] = 0.051  # both have now waited 51 ms > 50 ms
-    gate.set()
-    assert first.result(timeout=5).status == "200"
-    assert [f.result(timeout=5).status for f in late] == ["504", "504"]
-    batcher.stop()
-    assert batcher.stats.shed == 2 and batcher.stats.items == 1
+    refused, replies, failed = asyncio.run(scenario())
+    assert refused.status == "429"  # serve: queue full, retry after
+    assert [r.status for r in replies] == ["200", "200", "200"]
+    assert failed.status == "422"
+
+
+def test_in_process_target_refuses_no_inputs() -> None:
+    with pytest.raises(ValueError, match="at least one input"):
+        InProcessTarget(GatedAdapter(), ServePolicy(), inputs=[])

@@ -12,6 +12,8 @@ from infertune.optimize.cascade import (
     evaluate_cascade,
     right_size,
 )
+from infertune.serve.cascade import Cascade, confidence
+from infertune.serve.testing import GatedAdapter
 
 
 def probs(rows: list[tuple[float, float]]) -> np.ndarray:
@@ -43,6 +45,30 @@ def test_embeddings_do_not_cascade() -> None:
     emb = np.ones((3, 4))
     with pytest.raises(CascadeNotApplicable, match="different vector spaces"):
         evaluate_cascade("embedding", emb, emb, [1.0], [2.0])
+
+
+def test_thresholds_mean_what_serve_reads() -> None:
+    """A threshold optimize picks is compared with the very confidence serve's cascade computes
+    (one function): serve answers with the fast model exactly where the sweep counted it."""
+    cand = probs([(0.95, 0.05), (0.1, 0.9), (0.55, 0.45), (0.6, 0.4)])
+    result = evaluate_cascade("classification", cand, cand, [2.0] * 4, [10.0] * 4,
+                              thresholds=(0.7,))
+    served = Cascade(GatedAdapter(), threshold=0.7).confident(list(cand), "standard")
+    assert served == [True, True, False, False]
+    assert result.points[0].escalated_share == served.count(False) / len(served)
+    # a reranker's single logit: sigmoid(2.0) = 0.881 clears 0.8, sigmoid(-0.5) = 0.378 gives
+    # max(p, 1 - p) = 0.622, which does not
+    assert confidence(np.asarray([2.0]), "probability", "reranking") == pytest.approx(0.8808, 1e-3)
+    scores = np.asarray([[2.0], [-0.5]])
+    ranked = evaluate_cascade("reranking", scores, scores, [1.0] * 2, [2.0] * 2,
+                              thresholds=(0.8,))
+    assert ranked.points[0].escalated_share == 0.5
+
+
+def test_logits_are_not_a_confidence() -> None:
+    logits = probs([(3.0, -1.0), (0.5, 0.2)])  # not a softmax: serve would read no confidence
+    with pytest.raises(CascadeNotApplicable, match="not probability vectors"):
+        evaluate_cascade("classification", logits, logits, [1.0], [2.0])
 
 
 def test_right_size_for_peak() -> None:

@@ -1,6 +1,7 @@
-"""Assemble the run's Report (schema infertune.report/v1) from the RunState and write report.json,
-report.md, report.html and plots/. Every number goes into a Figure with its provenance; this
-module formats nothing that the renderers would recompute."""
+"""The sections of a run's Report (schema infertune.report/v1), each built from what the run
+measured (optimize's RunState): the variants and policies tables, the diagnosis, the ranked
+options and the recommendation. Every number goes into a Figure with its provenance; nothing
+here formats what the renderers would recompute. run_report.py assembles them."""
 
 from __future__ import annotations
 
@@ -8,9 +9,22 @@ from typing import Any
 
 import numpy as np
 
-from infertune.optimize import options as opt
-from infertune.optimize.run import RunState, write_json
-from infertune.optimize.search import Candidate, pick_best
+from infertune.config import ServePolicy
+from infertune.measure.diagnosis import stage_likelihood
+from infertune.optimize.choice import (
+    common_baseline_ms,
+    floor_margin,
+    objective_key,
+    recommended_candidate,
+    variant_impact,
+)
+from infertune.optimize.search import Candidate, Timing
+from infertune.optimize.state import RunState, quality_floor
+from infertune.optimize.sweep import SimStats
+from infertune.report import run_options as opt
+from infertune.report.advisor import _context, to_option
+from infertune.report.knowledge import HardwareProfile, default_dir, load_knowledge
+from infertune.report.ranking import rank, risk_budget
 from infertune.report.schema import (
     Diagnosis,
     DiagnosisItem,
@@ -20,29 +34,16 @@ from infertune.report.schema import (
     PolicyRow,
     Rated,
     Recommendation,
-    Report,
     Serving,
     VariantRow,
 )
 
 
-def _pcts(t: Any, hw: str, base: bool = False, what: str = "") -> Percentiles:
+def _pcts(t: Timing, hw: str, base: bool = False, what: str = "") -> Percentiles:
     vals = (t.base_p50_ms, t.base_p95_ms, t.base_p99_ms) if base else (t.p50_ms, t.p95_ms,
                                                                         t.p99_ms)
     return Percentiles(**{k: Figure.measured(round(v, 3), "ms", hw, t.samples, what=what)
                           for k, v in zip(("p50", "p95", "p99"), vals, strict=True)})
-
-
-def inside_slo(state: RunState) -> bool | None:
-    """Measured: the baseline's unloaded batch-1 percentiles against every SLO target."""
-    targets = state.options.scenario.slo.targets()
-    prof = state.profile
-    if not targets or prof is None:
-        from infertune.report.advisor import inside_slo as stated
-
-        return stated(state.options.scenario)
-    e2e = prof.stages.summaries["e2e"]
-    return all(e2e.p(float(k[1:])) <= v for k, v in targets.items())
 
 
 def variant_rows(state: RunState) -> list[VariantRow]:
@@ -72,8 +73,6 @@ def variant_rows(state: RunState) -> list[VariantRow]:
 
 
 def _floor_text(state: RunState) -> str:
-    from infertune.optimize.steps import quality_floor
-
     return quality_floor(state).text()
 
 
@@ -85,7 +84,7 @@ def policy_rows(state: RunState) -> list[PolicyRow]:
     basis = f"queueing simulator fed with service times measured on {hw}"
     rows = []
     for r in sw.ranked:
-        def pc(stats: Any, validated: Any) -> Percentiles:
+        def pc(stats: SimStats, validated: Any) -> Percentiles:
             if validated is not None:
                 return Percentiles(**{k: Figure.measured(round(validated.percentile(k), 3), "ms",
                                                          hw, max(validated.requests, 1),
@@ -122,8 +121,7 @@ def diagnosis(state: RunState) -> Diagnosis:
     for stage in ("preprocess", "forward", "postprocess", "overhead"):
         share = st.share_p50.get(stage, 0.0)
         items.append(DiagnosisItem(
-            stage=stage, likelihood="dominant" if stage == st.dominant_p50 else
-            ("significant" if share >= 15 else "minor"),
+            stage=stage, likelihood=stage_likelihood(st, stage),
             reason=f"{share:.0f}% of the typical request, {st.share_p99.get(stage, 0):.0f}% "
                    "of the slowest 1%",
             time=Figure.measured(round(st.stage_ms(stage, tail=False), 3), "ms", hw, n,
@@ -164,9 +162,6 @@ def _queueing_text(state: RunState) -> str:
 
 
 def build_options(state: RunState, inside: bool | None) -> list[Option]:
-    from infertune.report.advisor import _context, to_option
-    from infertune.report.knowledge import HardwareProfile, default_dir, load_knowledge
-
     hw = state.hardware_label
     sc = state.options.scenario
     options: list[Option] = []
@@ -218,37 +213,31 @@ def build_options(state: RunState, inside: bool | None) -> list[Option]:
 def variant_options(state: RunState) -> list[Option]:
     """Options for the variants still in the search (dropped ones were dominated or failed the
     floor; the variants table keeps them with the reason)."""
-    floor_text, floor = _floor_text(state), _floor_min(state)
+    floor_text = _floor_text(state)
     out = []
     for c in state.candidates:
         if c.best_timing is None or c.dropped:
             continue
-        b = next((x for x in state.built if x.variant_id == c.variant_id), None)
-        margin = (c.quality_value - floor) if (floor is not None and c.quality_value) else None
-        out.append(opt.variant_option(c, b.manifest if b else {}, margin,
+        b = state.built_variant(c.variant_id)
+        out.append(opt.variant_option(c, b.manifest if b else {}, floor_margin(state, c),
                                       state.hardware_label, floor_text))
     return out
 
 
 def rank_options(state: RunState, options: list[Option], inside: bool | None) -> list[Option]:
-    """Rank by impact per effort within the risk budget. Variants are scored on their own
-    measured percentile against one common baseline figure (the median of the baseline sides
-    of their A/B runs): each paired ratio is right for its pair, but on a busy machine the
-    baseline side varies between runs, so comparing ratios would rank the run, not the
-    variant."""
-    from infertune.report.advisor import risk_budget
-    from infertune.report.ranking import rank
-
+    """Rank by impact per effort within the risk budget; variants are scored as optimize's
+    choice scores them (own percentile against one common baseline figure), so the top
+    variant option is the variant the run chose."""
+    key = objective_key(inside)
+    by_id = {f"variant-{c.variant_id}": c for c in state.candidates
+             if c.best_timing is not None and not c.dropped}
+    common = common_baseline_ms(list(by_id.values()), key)
     objective = "cost" if inside else "p95"
-    by_id = {f"variant-{c.variant_id}": c for c in state.candidates if c.best_timing}
-    key = "p50" if objective == "cost" else "p95"
-    bases = [getattr(c.best_timing, f"base_{key}_ms") for c in by_id.values()]
-    common = float(np.median(bases)) if bases else None
 
     def impact(o: Option) -> float:
         c = by_id.get(o.id)
         if c is not None and common:
-            return (1.0 - getattr(c.best_timing, f"{key}_ms") / common) * 100.0
+            return variant_impact(c, key, common)
         fig = getattr(o.impact, objective) or o.impact.p95 or o.impact.p50
         return -fig.mid if fig else 0.0
 
@@ -258,15 +247,10 @@ def rank_options(state: RunState, options: list[Option], inside: bool | None) ->
                                       and r.item.within_risk_budget}) for r in ranked]
 
 
-def _floor_min(state: RunState) -> float | None:
-    from infertune.optimize.steps import quality_floor
-
-    fl = quality_floor(state)
-    return fl.threshold if fl.kind == "bound" else None
-
-
 def _caps(state: RunState) -> frozenset[str]:
     hw = state.hardware
+    if hw is None:
+        return frozenset({"cpu"})
     caps = {"cpu"} | {f for f in hw.flags}
     if hw.has("avx512_vnni"):
         caps.add("vnni")
@@ -277,22 +261,8 @@ def _caps(state: RunState) -> frozenset[str]:
     return frozenset(caps)
 
 
-def recommended_candidate(state: RunState, options: list[Option]) -> Candidate | None:
-    """The variant of the highest-ranked variant option that passes the floor and is
-    measurably faster than the baseline (the ranking weighs impact per effort within the risk
-    budget); else the fastest such survivor; None when no variant is both."""
-    by_id = {f"variant-{c.variant_id}": c for c in state.candidates}
-    for o in options:
-        c = by_id.get(o.id)
-        if (c is not None and c.quality_verdict == "pass" and o.within_risk_budget
-                and c.best_timing is not None and c.best_timing.measurably_faster):
-            return c
-    return pick_best(state.candidates)
-
-
-def recommendation(state: RunState, options: list[Option]
-                   ) -> tuple[Recommendation, Serving | None]:
-    best: Candidate | None = recommended_candidate(state, options)
+def recommendation(state: RunState, inside: bool | None) -> tuple[Recommendation, Serving]:
+    best: Candidate | None = recommended_candidate(state, inside)
     sw = state.sweep
     policy = sw.best if sw is not None else None
     if best is None:
@@ -326,8 +296,6 @@ def recommendation(state: RunState, options: list[Option]
                           "the SLO at peak first, then the lowest tail, then fewest workers")
     else:
         # serve always finds a policy here; without a sweep it is the documented default
-        from infertune.config import ServePolicy
-
         reason = next((s.reason for s in state.skipped if "sweep" in s.what),
                       "no sweep ran")
         serving = Serving(variant_id=rec.variant_id, policy_id="default",
@@ -335,25 +303,3 @@ def recommendation(state: RunState, options: list[Option]
                           why=f"not swept ({reason}): ServePolicy defaults, not a measured "
                           "choice")
     return rec, serving
-
-
-def build_report(state: RunState) -> dict[str, Any]:
-    from infertune.optimize.reportparts import assemble
-
-    return assemble(state)
-
-
-def write_reports(state: RunState, report: dict[str, Any]) -> None:
-    from infertune.report.plots import render_plots
-    from infertune.report.render import write_report
-
-    model = Report.from_dict(report, source="optimize")
-    write_report(model, state.paths.root)
-    for i, (title, svg) in enumerate(render_plots(model.plots)):
-        name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")
-        (state.paths.plots / f"{i + 1:02d}-{name[:50]}.svg").write_text(svg)
-    write_json(state.paths.root / "run.json", {
-        "stage_seconds": state.stage_seconds,
-        "skipped": [s.to_dict() for s in state.skipped],
-        "candidates": [c.to_dict() for c in state.candidates],
-        "input_options": state.input_options.to_dict() if state.input_options else None})

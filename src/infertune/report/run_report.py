@@ -1,17 +1,26 @@
-"""The rest of the run report: the problem, plot data, notes on what was not measured, and the
-assembly of every part into one Report dict."""
+"""A run's report: the problem, plot data, notes on what was not measured, and the assembly of
+every section (run_sections.py) into one Report, written as report.json, report.md,
+report.html and plots/ into the run directory.
+
+    state = optimize(options)            # optimize/run.py: the stages
+    report = write_run_report(state)     # this module: report.json and its renderings
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from infertune.optimize.run import RunState
-from infertune.optimize.runreport import (
+from infertune.optimize.choice import measured_inside_slo
+from infertune.optimize.serving import traffic_assumption
+from infertune.optimize.state import RunState, write_json
+from infertune.report.advisor import problem
+from infertune.report.knowledge import HardwareProfile
+from infertune.report.plan import first_week, guardrails, measurement_plan
+from infertune.report.plots import render_plots
+from infertune.report.render import write_report
+from infertune.report.run_sections import (
     build_options,
     diagnosis,
-    inside_slo,
     policy_rows,
     recommendation,
     variant_rows,
@@ -63,7 +72,7 @@ def plots(state: RunState) -> PlotData:
                 StageTime(stage=s, time=Figure.measured(round(st.stage_ms(s, tail=tail), 3),
                                                         "ms", hw, n))
                 for s in ("preprocess", "forward", "postprocess", "overhead")]))
-    data.p99_vs_load = list(state.load_curves)
+    data.p99_vs_load = load_series(state)
     return data
 
 
@@ -73,21 +82,12 @@ def _mark_front(points: list[QualitySpeedPoint]) -> None:
                              for q in points if q is not p)
 
 
-def load_series(state: RunState, simulate: Any) -> list[Series]:
+def load_series(state: RunState) -> list[Series]:
     """p99 against load for the leading policies (simulated at fractions of the peak)."""
-    sw = state.sweep
-    out = []
     basis = f"queueing simulator fed with service times measured on {state.hardware_label}"
-    for r in sw.ranked[:3]:
-        pts = []
-        for frac in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5):
-            rate = sw.peak_rps * frac
-            p99 = simulate(r.serve_policy, rate).p99_ms
-            if np.isfinite(p99):
-                pts.append((round(rate, 3), round(p99, 3)))
-        out.append(Series(label=r.policy_id, x_unit="requests/s", y_unit="p99 ms", points=pts,
-                          source="estimate", basis=basis))
-    return out
+    return [Series(label=c.policy_id, x_unit="requests/s", y_unit="p99 ms",
+                   points=list(c.points), source="estimate", basis=basis)
+            for c in state.load_curves]
 
 
 def notes(state: RunState) -> list[str]:
@@ -129,13 +129,9 @@ def notes(state: RunState) -> list[str]:
     return out
 
 
-def assemble(state: RunState) -> dict[str, Any]:
-    from infertune.report.advisor import problem
-    from infertune.report.knowledge import HardwareProfile
-    from infertune.report.plan import first_week, guardrails, measurement_plan
-
+def build_run_report(state: RunState) -> Report:
     sc = state.options.scenario
-    inside = inside_slo(state)
+    inside = measured_inside_slo(state)
     hwp = HardwareProfile(description=state.hardware_label or "this machine",
                           caps=frozenset({"cpu"}))
     # when the baseline meets the SLO, say so once, as measured here (the advisor's own words
@@ -146,7 +142,7 @@ def assemble(state: RunState) -> dict[str, Any]:
             "statement": prob.statement.rstrip(".") + "; measured here, the baseline already "
             "meets the SLO unloaded, so this report turns to cost.", "inside_slo": True})
     options = build_options(state, inside)
-    rec, serving = recommendation(state, options)
+    rec, serving = recommendation(state, inside)
     floor = sc.constraints.quality_floor
     report = Report(
         kind="run", title=f"infertune optimize: {state.options.model}",
@@ -157,12 +153,10 @@ def assemble(state: RunState) -> dict[str, Any]:
         measurement_plan=measurement_plan(sc.model.task, floor.metric if floor else None),
         guardrails=guardrails(), variants=variant_rows(state), policies=policy_rows(state),
         plots=plots(state), recommendation=rec, serving=serving, notes=notes(state))
-    return report.to_dict()
+    return report
 
 
 def _assumptions(state: RunState) -> list[str]:
-    from infertune.optimize.serving import traffic_assumption
-
     sc = state.options.scenario
     out = [f"traffic: {traffic_assumption(sc.traffic)}",
            f"quality: judged on {len(state.quality_inputs)} inputs of "
@@ -171,3 +165,20 @@ def _assumptions(state: RunState) -> list[str]:
     if state.options.quick:
         out.append("--quick: fewer variants and shorter measurements; confirm with a full run")
     return out
+
+
+def write_run_report(state: RunState) -> dict[str, Any]:
+    """report.json, report.md, report.html, plots/ and run.json into the run directory; returns
+    report.json's content."""
+    report = Report.from_dict(build_run_report(state).to_dict(), source="optimize")
+    paths = state.paths
+    write_report(report, paths.root)
+    for i, (title, svg) in enumerate(render_plots(report.plots)):
+        name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")
+        (paths.plots / f"{i + 1:02d}-{name[:50]}.svg").write_text(svg)
+    write_json(paths.run_json, {
+        "stage_seconds": state.stage_seconds,
+        "skipped": [s.to_dict() for s in state.skipped],
+        "candidates": [c.to_dict() for c in state.candidates],
+        "input_options": state.input_options.to_dict() if state.input_options else None})
+    return report.to_dict()

@@ -12,10 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import infertune.optimize
+from infertune.optimize.choice import Rating, variant_effort, variant_risk
+from infertune.optimize.inputs import CacheEstimate, TimedOption
 from infertune.optimize.search import Candidate
+from infertune.optimize.sweep import SweepResult
 from infertune.report.schema import Figure, Impact, Option, Rated
 
-KNOWLEDGE_DIR = Path(__file__).parent / "knowledge"
+# the knowledge entries only a run can name (measured-elsewhere options), kept beside the
+# passes they describe
+KNOWLEDGE_DIR = Path(infertune.optimize.__file__).parent / "knowledge"
 # knowledge entries a measured option replaces (measured beats estimated for the same thing)
 MEASURED_COVERS = {
     "variant": {"int8-cpu", "ort-fusion", "bf16", "torch-compile", "cpu-threads"},
@@ -39,39 +45,8 @@ def pct(ratio: float) -> float:
     return round((ratio - 1.0) * 100.0, 1) + 0.0
 
 
-def variant_effort(manifest: dict[str, Any]) -> Rated:
-    passes = [p.get("name", "") for p in manifest.get("passes", [])]
-    runtime = manifest.get("runtime", "")
-    precision = str(manifest.get("precision", ""))
-    if "int8" in precision or any("int8" in p or "quant" in p for p in passes):
-        return Rated(level="medium", reason="a new runtime (ONNX Runtime) and a quantized model "
-                     "file to version, ship and re-validate on every model update")
-    if runtime == "onnxruntime":
-        return Rated(level="medium", reason="export to ONNX and serve with ONNX Runtime; the "
-                     "tokenizer and pooling stay in Python")
-    if any("compile" in p for p in passes):
-        return Rated(level="medium", reason="torch.compile warm-up at start and recompiles on "
-                     "new shapes")
-    return Rated(level="low", reason="a runtime setting on the existing PyTorch stack")
-
-
-def variant_risk(cand: Candidate, margin: float | None, manifest: dict[str, Any]) -> Rated:
-    """Risk from the quality margin over the floor and its CI, and numeric divergence."""
-    agreement = manifest.get("agreement") or {}
-    diverge = agreement.get("max_abs_diff")
-    if cand.quality_verdict != "pass":
-        return Rated(level="high", reason=f"quality verdict {cand.quality_verdict} against the "
-                     "floor")
-    lo = cand.quality_ci[0] if cand.quality_ci else None
-    thin = margin is not None and lo is not None and margin < 0.005
-    text = (f"quality passes the floor with the whole 95% CI inside it (lower end "
-            f"{lo:.4f})" if lo is not None else "quality passes the floor")
-    if diverge is not None:
-        text += f"; max abs output difference {diverge:.3g} on the build-time check"
-    if thin or "int8" in str(manifest.get("precision", "")):
-        return Rated(level="medium", reason=text + "; a quantized model can drift on inputs "
-                     "unlike the held-out set, so keep watching quality after rollout")
-    return Rated(level="low", reason=text)
+def rated(rating: Rating) -> Rated:
+    return Rated(level=rating.level, reason=rating.reason)
 
 
 def latency_impact(cand: Candidate, hardware: str) -> Impact:
@@ -98,7 +73,8 @@ def variant_option(cand: Candidate, manifest: dict[str, Any], margin: float | No
     return Option(
         id=f"variant-{cand.variant_id}", title=f"Serve variant {cand.variant_id}: {cand.title}",
         category="variant", impact=latency_impact(cand, hardware),
-        effort=variant_effort(manifest), risk=variant_risk(cand, margin, manifest),
+        effort=rated(variant_effort(manifest)),
+        risk=rated(variant_risk(cand, margin, manifest)),
         verify=(f"re-run `infertune compare` of the baseline and variants/{cand.variant_id} on "
                 f"the production hardware and `infertune validate` with the floor {floor_text} "
                 "on fresh held-out data"),
@@ -108,7 +84,7 @@ def variant_option(cand: Candidate, manifest: dict[str, Any], margin: float | No
         within_risk_budget=cand.quality_verdict == "pass")
 
 
-def policy_option(sweep: Any, hardware: str, validated: bool) -> Option | None:
+def policy_option(sweep: SweepResult, hardware: str, validated: bool) -> Option | None:
     """The chosen serving policy against no batching at peak (simulated or load-tested)."""
     best = sweep.best
     plain = next((r for r in sweep.ranked if r.policy["max_batch_size"] == 1), None)
@@ -141,7 +117,7 @@ def policy_option(sweep: Any, hardware: str, validated: bool) -> Option | None:
         source="estimate")
 
 
-def timed_option(option_id: str, title: str, timed: Any, hardware: str, effort: Rated,
+def timed_option(option_id: str, title: str, timed: TimedOption, hardware: str, effort: Rated,
                  risk: Rated, verify: str) -> Option:
     what = f"interleaved A/B ({timed.a_label} vs {timed.b_label})"
     p95 = Figure.measured(pct(timed.ratio_p95), "% change", hardware, timed.samples, what=what)
@@ -153,7 +129,7 @@ def timed_option(option_id: str, title: str, timed: Any, hardware: str, effort: 
                   applicability=timed.detail)
 
 
-def cache_option(cache: Any, model_ms: float | None) -> Option | None:
+def cache_option(cache: CacheEstimate, model_ms: float | None) -> Option | None:
     """Response cache: the hit rate counted on the data; latency effect an estimate from it."""
     rate = max(cache.exact_hit_rate, cache.normalised_hit_rate)
     basis = (f"hit rate counted on {cache.requests} inputs of {cache.source} replayed in order "

@@ -1,0 +1,198 @@
+"""The run directory (DESIGN.md) and the typed state every optimize stage reads and writes.
+
+    runs/<name>/
+      scenario.yaml          what the user told us (and what we detected, under `detected`)
+      hardware.json          hardware.detect()
+      profile.json           the baseline profile (stages, curve, hotspots...)
+      variants/<id>/         manifest.json (+ model files), latency.json, quality.json
+      serving.json           the policy sweep, validations, batching effects
+      extras.json            inputs/caching options, candidates and cascades, right-sizing
+      run.json               stage seconds, what was skipped, the candidates, input options
+      report.json            schema infertune.report/v1 (+ "serving": {"policy": ...})
+      report.md, report.html, plots/
+
+This module is the ground floor of the pipeline: the stages (steps.py, policy.py), the order
+(run.py) and the report builder (report/run_report.py) import it; it imports none of them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infertune.config import Scenario
+from infertune.data import HeldOut
+from infertune.hardware import HardwareInfo
+from infertune.measure.curve import ServiceCurve
+from infertune.measure.profile import Profile
+from infertune.models.base import Adapter
+from infertune.optimize.cascade import CascadeResult, RightSizing
+from infertune.optimize.inputs import InputOptions
+from infertune.optimize.search import Candidate, Skipped
+from infertune.optimize.serving import Contention, Validation
+from infertune.optimize.sweep import SweepResult
+from infertune.quality import Floor, floor_from_config, parse_floor
+
+DEFAULT_BUDGET_S = 330.0  # 5.5 minutes: the demo must finish in < 6 on 2 cores
+QUICK_BUDGET_S = 90.0
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def scenario(self) -> Path:
+        return self.root / "scenario.yaml"
+
+    @property
+    def hardware(self) -> Path:
+        return self.root / "hardware.json"
+
+    @property
+    def profile(self) -> Path:
+        return self.root / "profile.json"
+
+    @property
+    def variants(self) -> Path:
+        return self.root / "variants"
+
+    def variant(self, variant_id: str) -> Path:
+        return self.variants / variant_id
+
+    @property
+    def serving(self) -> Path:
+        return self.root / "serving.json"
+
+    @property
+    def extras(self) -> Path:
+        return self.root / "extras.json"
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def report_json(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    def create(self) -> None:
+        self.variants.mkdir(parents=True, exist_ok=True)
+        self.plots.mkdir(parents=True, exist_ok=True)
+
+
+def write_json(path: Path, payload: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    return path
+
+
+@dataclass
+class OptimizeOptions:
+    model: str
+    scenario: Scenario
+    data: HeldOut
+    out: Path
+    budget_s: float = DEFAULT_BUDGET_S
+    quick: bool = False
+    candidates: list[str] = field(default_factory=list)
+    seed: int = 0
+    scenario_source: str = ""
+
+
+@dataclass
+class BuiltVariant:
+    variant_id: str
+    path: Path | None
+    title: str
+    skipped: str | None = None  # why the pass did not build
+    is_baseline: bool = False
+    manifest: dict[str, Any] = field(default_factory=dict)  # the variant's manifest.json
+
+
+@dataclass(frozen=True)
+class LoadCurve:
+    """p99 against offered load for one serving policy, from the queueing simulator."""
+
+    policy_id: str
+    points: list[tuple[float, float]]  # (requests/s, p99 ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy_id": self.policy_id, "points": [list(p) for p in self.points]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoadCurve:
+        return cls(data["policy_id"], [(float(x), float(y)) for x, y in data["points"]])
+
+
+@dataclass
+class RunState:
+    """Everything a run measured or decided. The stages fill it in order; the run's artifacts
+    (profile.json, variants/*, serving.json, extras.json, run.json) are written from it."""
+
+    options: OptimizeOptions
+    paths: RunPaths
+    baseline: Adapter
+    hardware: HardwareInfo | None = None
+    hardware_label: str = ""
+    profile: Profile | None = None
+    reference: np.ndarray | None = None  # baseline outputs on the quality subset
+    quality_inputs: list[Any] = field(default_factory=list)
+    requests: list[list[Any]] = field(default_factory=list)  # batch-1 timing requests
+    base_samples: list[float] = field(default_factory=list)  # baseline ms on those requests
+    built: list[BuiltVariant] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    adapters: dict[str, Adapter] = field(default_factory=dict)  # variant id -> Adapter
+    sweep: SweepResult | None = None
+    validations: dict[str, Validation] = field(default_factory=dict)
+    contention: Contention | None = None
+    curve: ServiceCurve | None = None
+    input_options: InputOptions | None = None
+    cascades: list[CascadeResult] = field(default_factory=list)
+    candidate_models: list[Candidate] = field(default_factory=list)
+    right_sizing: RightSizing | None = None
+    load_curves: list[LoadCurve] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    baseline_variant_id: str | None = None
+
+    def skip(self, what: str, reason: str, need_s: float | None = None) -> None:
+        self.skipped.append(Skipped(what, reason, need_s))
+
+    @property
+    def task(self) -> str:
+        return self.baseline.info.task
+
+    def built_variant(self, variant_id: str) -> BuiltVariant | None:
+        return next((b for b in self.built if b.variant_id == variant_id), None)
+
+
+def quality_floor(state: RunState) -> Floor:
+    """The scenario's floor, else the task's default (the run always judges against one)."""
+    cfg = state.options.scenario.constraints.quality_floor
+    if cfg is not None:
+        return floor_from_config(cfg)
+    return parse_floor({"embedding": "mean_cosine>=0.99", "classification":
+                        "argmax_agreement>=0.99"}.get(state.task, "max_rel_diff<=0.01"))
+
+
+def quality_metrics(task: str) -> list[str]:
+    return {"embedding": ["mean_cosine", "min_cosine", "knn_agreement@10", "max_abs_diff"],
+            "classification": ["argmax_agreement", "max_abs_diff"]}.get(task, ["max_abs_diff"])
