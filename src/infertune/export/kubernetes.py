@@ -59,7 +59,9 @@ def configmap(p: DeployPlan) -> dict[str, Node]:
 def deployment(p: DeployPlan, image: str) -> dict[str, Node]:
     cpu = Sourced(f"{p.cpus.value:g}", p.cpus.source)
     container: dict[str, Node] = {
-        "name": "infertune", "image": image,
+        "name": "infertune",
+        "image": Sourced(image, "--image: an image holding infertune (serve and onnx extras) "
+                         f"and this variant at /models/{p.source.manifest.id}"),
         "args": ["infertune", "serve", f"/models/{p.source.manifest.id}", "--config",
                  f"{CONFIG_DIR}/serve.yaml", "--host", "0.0.0.0", "--port", str(PORT)],
         "ports": [{"name": "http", "containerPort": PORT}],

@@ -175,11 +175,12 @@ def _threads(src: ExportSource, cpus: Sourced[float]) -> Sourced[int]:
         return Sourced(t.intra_op, _manifest(src, "threads.intra_op"))
     if pol.model_threads is not None:
         return Sourced(pol.model_threads, f"{src.policy_origin}: model_threads")
-    # as serve sizes a torch model: the measured cores shared by the workers, so that the
-    # workers' thread pools do not oversubscribe them
+    # each engine instance (a Triton model instance, a serve worker of a torch model) runs
+    # its own thread pool: the measured cores are shared between them, as serve sizes torch
+    # workers, so that the pools do not oversubscribe the cores
     share = max(1, int(cpus.value) // pol.workers)
     return Sourced(share, f"{int(cpus.value)} core(s) ({cpus.source}) // {pol.workers} "
-                   "worker(s), as serve shares cores between workers")
+                   "worker(s), so the instances' thread pools share the cores")
 
 
 def _replicas(src: ExportSource, capacity: Capacity | None,
