@@ -110,7 +110,7 @@ class RayEngine:
             self.run.limits(Limits(cpus_per_replica=self.options.cpus_per_replica,
                                    cluster_cpus=measured.cluster_cpus)),
             push_interval_s=push, push_source=push_source)
-        self._deploy(plan)
+        self.apply(plan)
         self.plan = plan
         self._save(plan, measured)
         for line in plan.lines():
@@ -166,10 +166,25 @@ class RayEngine:
         return Measured(cold_start_s=cold, service_ms={int(k): float(v) for k, v in
                                                        service.items()}, cluster_cpus=cpus)
 
-    def _deploy(self, plan: AutoscalePlan) -> None:
+    def apply(self, plan: AutoscalePlan, *, min_replicas: int | None = None,
+              max_replicas: int | None = None) -> None:
+        """Deploy with ``plan``'s settings (the replica bounds overridden, e.g. by a benchmark
+        pinning a count); returns once the deployment's replicas are healthy."""
         config = dict(plan.ray_autoscaling())
+        if min_replicas is not None:
+            config["min_replicas"] = config["initial_replicas"] = min_replicas
+        if max_replicas is not None:
+            config["max_replicas"] = max_replicas
         serve.run(self._deployment(config, int(plan.max_ongoing_requests.value)).bind(self.app),
                   name=self.options.app_name, route_prefix="/")
+
+    def running_replicas(self) -> int:
+        """Replicas Ray Serve reports RUNNING for this app (from the driver, not over HTTP)."""
+        app = serve.status().applications.get(self.options.app_name)
+        if app is None or DEPLOYMENT not in app.deployments:
+            return 0
+        states = app.deployments[DEPLOYMENT].replica_states
+        return int(sum(n for state, n in states.items() if str(state).endswith("RUNNING")))
 
     def _save(self, plan: AutoscalePlan, measured: Measured) -> None:
         payload = {"schema": "infertune.ray_autoscaling/v1", "app": self.app.describe(),
