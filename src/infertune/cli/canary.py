@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         api_key_env: Annotated[str, typer.Option("--api-key-env")] = "INFERTUNE_API_KEY",
         alpha: Annotated[float, typer.Option(
             "--alpha", min=0.0001, max=0.5, help="false-rollback level, whole rollout")] = 0.05,
-        min_step_samples: Annotated[int, typer.Option("--min-step-samples", min=1)] = 50,
+        min_step_samples: Annotated[int, typer.Option("--min-step-samples", min=1)] = 200,
         baseline_samples: Annotated[int, typer.Option("--baseline-samples", min=1)] = 100,
         poll_s: Annotated[float, typer.Option("--poll-s", min=0.01)] = 1.0,
         step_timeout_s: Annotated[float, typer.Option("--step-timeout-s", min=1)] = 300.0,

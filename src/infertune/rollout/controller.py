@@ -41,7 +41,7 @@ class RoutingControl(Protocol):
 @dataclass(frozen=True)
 class StepPlan:
     steps: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 100.0)
-    min_step_samples: int = 50  # new canary answers before a step may pass
+    min_step_samples: int = 200  # new canary answers before a step may pass
     baseline_samples: int = 100
     poll_s: float = 1.0
     step_timeout_s: float = 300.0

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 # favouring either end.
 PRIOR_A = 0.5
 PRIOR_B = 0.5
-_BISECT_STEPS = 60  # 2^-60: far below any rate we print
+_BISECT_STEPS = 40  # 2^-40 ~ 1e-12: far below any rate we print
 
 
 @dataclass(frozen=True)
