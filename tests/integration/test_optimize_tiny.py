@@ -5,8 +5,14 @@ and the three edge cases (SLO already met, no variant meets the floor, budget to
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -105,6 +111,42 @@ def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys)
     # the smaller candidate was timed; an embedding cascade is refused with the reason
     assert any(r["variant_id"] == "candidate-small" for r in report["variants"])
     assert any("cascade" in n and "different vector spaces" in n for n in report["notes"])
+    # serve = report: `infertune serve <run>` runs exactly the recommended configuration
+    served = _served_config(out)
+    assert served["model"]["id"] == vid
+    assert served["policy"] == ServePolicy(**report["serving"]["policy"]).model_dump(mode="json")
+    assert served["policy"]["timeout_ms"] == 10.0  # the SLO's loosest target, stated in the report
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _served_config(run: Path, start_timeout_s: float = 120.0) -> dict[str, Any]:
+    """Start `infertune serve RUN` on a free loopback port, read /v1/config once it is ready,
+    and stop it."""
+    port = _free_port()
+    command = [str(Path(sys.executable).parent / "infertune"), "serve", str(run),
+               "--port", str(port)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"serve exited: {proc.communicate()[1][-2000:]}"
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    return dict(httpx.get(url + "/v1/config", timeout=5).json())
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"serve did not become ready in {start_timeout_s:g} s")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_slo_already_met_turns_to_cost(tiny, capsys) -> None:

@@ -96,6 +96,7 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
     result = sweep(sim, variant_id=variant_id, slo=slo, mean_rps=mean, peak_rps=peak, grid=grid,
                    service_ms=lambda b: curve.latency_ms(b) + overhead * b,
                    cost_per_hour_usd=cost, keep=3 if quick else 5,
+                   timeout_ms=serve_deadline_ms(slo),
                    on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"))
     state.sweep = result
     state.load_curves = load_curves(result, sim)
@@ -107,6 +108,14 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
         "contention": state.contention.to_dict(), "overhead_ms": overhead,
         "validations": {k: v.to_dict() for k, v in state.validations.items()},
         "right_sizing": state.right_sizing.to_dict() if state.right_sizing else None})
+
+
+def serve_deadline_ms(slo: dict[str, float]) -> float | None:
+    """The per-request deadline the policy states: the loosest SLO target, the same default
+    ``infertune serve runs/<name>`` would apply (a request older than that has missed the SLO
+    anyway). Stated in the policy, the report names exactly what serve runs, and the load
+    tests here shed late requests as the server will."""
+    return max(slo.values()) if slo else None
 
 
 def load_curves(sw: SweepResult, simulate: SimulateFn) -> list[LoadCurve]:

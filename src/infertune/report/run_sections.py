@@ -18,6 +18,7 @@ from infertune.optimize.choice import (
     recommended_candidate,
     variant_impact,
 )
+from infertune.optimize.policy import serve_deadline_ms
 from infertune.optimize.search import Candidate, Timing
 from infertune.optimize.state import RunState, quality_floor
 from infertune.optimize.sweep import SimStats
@@ -299,7 +300,9 @@ def recommendation(state: RunState, inside: bool | None) -> tuple[Recommendation
         reason = next((s.reason for s in state.skipped if "sweep" in s.what),
                       "no sweep ran")
         serving = Serving(variant_id=rec.variant_id, policy_id="default",
-                          policy=ServePolicy().model_dump(mode="json", exclude_none=True),
+                          policy=ServePolicy(timeout_ms=serve_deadline_ms(
+                              state.options.scenario.slo.targets())).model_dump(
+                              mode="json", exclude_none=True),
                           why=f"not swept ({reason}): ServePolicy defaults, not a measured "
                           "choice")
     return rec, serving

@@ -43,6 +43,7 @@ from infertune.serve.metrics import STAGES, ServeMetrics
 from infertune.serve.openapi import (
     ADMIN_PATHS,
     OPEN_PATHS,
+    ConfigBody,
     HealthBody,
     ModelCard,
     ModelRef,
@@ -110,6 +111,7 @@ def create_app(adapter: Adapter, policy: ServePolicy | None = None, *,
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
         Route("/v1/model", handlers.model, methods=["GET"]),
+        Route("/v1/config", handlers.config, methods=["GET"]),
         Route("/v1/cache/purge", handlers.purge, methods=["POST"]),
         Route("/openapi.json", handlers.openapi, methods=["GET"]),
     ]
@@ -217,6 +219,15 @@ class _Handlers:
 
     async def model(self, request: Request) -> Response:
         return JSONResponse(self.card)
+
+    async def config(self, request: Request) -> Response:
+        policy = self.policy.model_dump(mode="json")
+        if policy.get("redis_url"):
+            policy["redis_url"] = "<set>"  # a URL may carry a password
+        deadline = self.runtime.default_deadline_s()
+        body = ConfigBody(model=ModelRef(**self.runtime.model), policy=policy,
+                          default_deadline_ms=None if deadline is None else deadline * 1000)
+        return JSONResponse(body.model_dump(mode="json"))
 
     async def purge(self, request: Request) -> Response:
         try:

@@ -46,6 +46,17 @@ class ReadyBody(BaseModel):
     warnings: list[str] = Field(description="e.g. serving on a public address without a key")
 
 
+class ConfigBody(BaseModel):
+    """What /v1/config shows: the configuration this server runs with, as ``infertune serve``
+    resolved it (a run's report.json < --config < flags), to check a deployment against the
+    report that chose it."""
+
+    model: ModelRef
+    policy: dict[str, Any] = Field(description="the effective ServePolicy (redis_url masked)")
+    default_deadline_ms: float | None = Field(description=(
+        "deadline of a request that names no timeout_ms (None until a service time is known)"))
+
+
 class ModelCard(BaseModel):
     """What /v1/model shows: the model's identity, never a path on the server's disk."""
 
@@ -94,7 +105,7 @@ def openapi_schema(request_model: type[PredictRequest] = PredictRequest, *,
     ref = {name: _ref(model, schemas) for name, model in (
         ("predict", request_model), ("purge", PurgeRequest), ("error", ErrorBody),
         ("predicted", PredictResponse), ("health", HealthBody), ("ready", ReadyBody),
-        ("card", ModelCard), ("purged", PurgeResponse))}
+        ("card", ModelCard), ("purged", PurgeResponse), ("config", ConfigBody))}
 
     def op(summary: str, ok: dict[str, Any], codes: tuple[int, ...], path: str,
            body: str | None = None) -> dict[str, Any]:
@@ -127,6 +138,8 @@ def openapi_schema(request_model: type[PredictRequest] = PredictRequest, *,
                 "content": {"text/plain": {"schema": {"type": "string"}}}}, (), "/metrics")},
             "/v1/model": {"get": op("The served model's identity (and variant manifest)",
                                     _json("model card", ref["card"]), (), "/v1/model")},
+            "/v1/config": {"get": op("The effective serving configuration (model and policy)",
+                                     _json("configuration", ref["config"]), (), "/v1/config")},
             "/v1/cache/purge": {"post": op("Purge cache entries: this version, this model, or "
                                            "all (admin)", _json("entries purged per layer",
                                                                 ref["purged"]),
