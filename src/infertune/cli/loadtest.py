@@ -338,9 +338,11 @@ def _print_stream(result: Any) -> None:
                   f"completed {result.requests_per_s:.2f} req/s, output "
                   f"{result.output_tokens_per_s:.1f} tokens/s"
                   + (f" (token counts: {counts.source})" if counts else ""))
-    table = Table("ms (95% CI)", "p50", "p95", "p99", "n")
-    rows = (("TTFT, from intended send", result.ttft), ("inter-token gap", result.itl),
-            ("time per output token", result.tpot), ("end to end", load.latency))
+    table = Table("ms [95% CI]", "p50", "p95", "p99", "n",
+                  caption="TTFT: time to first token; ITL: each inter-token gap; TPOT: time "
+                          "per output token; TTFT and e2e from the intended send time")
+    rows = (("TTFT", result.ttft), ("ITL", result.itl), ("TPOT", result.tpot),
+            ("e2e", load.latency))
     for label, summary in rows:
         if summary is None:
             table.add_row(label, "n/a", "n/a", "n/a", "0")

@@ -16,7 +16,7 @@ test separates.
 Tokens: prompt text is read byte by byte (vocabulary of 256); generation is greedy and never
 stops before ``max_tokens``, so output lengths are exactly what a test asks for.
 
-Its own timings, measured in the handler from the request's arrival to each chunk written, go
+Its own timings, measured in the handler from the request's arrival to each chunk's write, go
 out in the last event as ``infertune_timing`` (ttft_ms, queue_ms, e2e_ms, gaps_ms), so a test can
 compare the client's figures with the server's. ``--stall-ms`` holds every ``--stall-every``-th
 request that long before its prefill (a stall before the first token); ``--synthetic-itl-ms``
@@ -260,6 +260,7 @@ class App:
             for i in range(job.max_tokens):
                 if i:
                     await asyncio.sleep(itl)
+                job.produced += 1
                 job.tokens.put_nowait(i % VOCAB)
             job.tokens.put_nowait(None)
 
@@ -283,9 +284,11 @@ class App:
             if stream:
                 choice = {"index": 0, "delta": {"content": text}} if chat else \
                     {"index": 0, "text": text}
+                # stamped before the write: write() hands the bytes to the socket at once, but
+                # the await may resume late when the engine thread holds the GIL
+                timing.writes.append(time.perf_counter())
                 await _send(response, {"id": rid, "object": f"{kind}.chunk" if chat else kind,
                                        "model": MODEL_ID, "choices": [choice]})
-                timing.writes.append(time.perf_counter())
         counts = {"prompt_tokens": len(job.prompt_ids), "completion_tokens": job.produced,
                   "total_tokens": len(job.prompt_ids) + job.produced}
         queue_ms = ((job.prefill_at - timing.arrival) * 1000.0

@@ -33,7 +33,7 @@ import aiohttp
 import numpy as np
 
 from infertune.errors import ConfigError, DataError
-from infertune.loadgen.result import RequestRecord, parse_server_timing, summarise
+from infertune.loadgen.result import LoadResult, RequestRecord, parse_server_timing, summarise
 from infertune.loadgen.runner import ProgressFn, RunOptions, run_schedule
 from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.streaming_result import (
@@ -305,13 +305,20 @@ def _read_server_timing(timing: dict[str, Any], stream: _Stream) -> None:
 def run_stream(schedule: Schedule, target: OpenAITarget, options: RunOptions | None = None,
                slos: list[TokenSLO] | None = None, *,
                on_progress: ProgressFn | None = None) -> StreamingResult:
-    """Run ``schedule`` against ``target`` open-loop and summarise it token by token (on the
-    target's clock, so its token times and the runner's offsets share one time base)."""
+    """Run ``schedule`` against ``target`` open-loop and summarise it token by token."""
     options = options or RunOptions()
+    load, records = run_stream_records(schedule, target, options, on_progress=on_progress)
+    return summarise_streams(target.api, load, records, slos, seed=options.seed)
+
+
+def run_stream_records(schedule: Schedule, target: OpenAITarget, options: RunOptions, *,
+                       on_progress: ProgressFn | None = None
+                       ) -> tuple[LoadResult, list[StreamRecord]]:
+    """The request-level LoadResult and the per-request StreamRecords of one run, on the
+    target's clock (its token times and the runner's offsets share one time base)."""
     with steady_gc():  # as in runner.run_load
         records = asyncio.run(run_schedule(schedule, target, options, clock=target.clock,
                                            on_progress=on_progress))
     load = summarise(target.name, records, schedule.stats(), lag_warn_ms=options.lag_warn_ms,
                      seed=options.seed)
-    return summarise_streams(target.api, load, target.stream_records(records), slos,
-                             seed=options.seed)
+    return load, target.stream_records(records)

@@ -1,0 +1,140 @@
+"""Streaming load tests against the shipped LLM server (python -m infertune.loadgen.llmserver,
+a 1-layer random-weight Llama on 127.0.0.1, started here as two subprocesses: one plain, one
+that stalls 300 ms before each prefill). Runs are a few seconds at a few requests/s.
+
+Tolerance against the server's own timings (it reports them in its last event): the server
+times from the request's arrival in its handler to each chunk written, the client from the
+intended send to each chunk read, on the same monotonic clock. So per request the client's
+TTFT may only exceed the server's, by the client lag plus a loopback round trip: we allow
+-0.5 ms (clock reading order) to +50 ms per request and a median under 10 ms on this shared
+2-core machine. Mean inter-token gaps (first to last token / (n - 1)) must agree within 5 ms
+per request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infertune.cli import main
+from infertune.loadgen.openai import OpenAITarget, run_stream_records, synthetic_prompts
+from infertune.loadgen.runner import RunOptions
+from infertune.loadgen.schedules import ScheduleSpec, build_schedule
+
+TINY = ["--hidden-size", "32", "--layers", "1", "--heads", "2", "--max-positions", "256",
+        "--max-num-seqs", "4", "--threads", "1"]
+STALL_MS = 300.0
+
+pytestmark = pytest.mark.slow
+
+
+def _start(extra: list[str]) -> subprocess.Popen[str]:
+    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error"}
+    return subprocess.Popen([sys.executable, "-m", "infertune.loadgen.llmserver", "--port", "0",
+                             *TINY, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, str]]:
+    # both start at once: the ~10 s of importing torch and transformers overlap
+    procs = {"plain": _start([]), "stall": _start(["--stall-ms", str(STALL_MS)])}
+    try:
+        urls = {}
+        for name, proc in procs.items():
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            assert line.startswith("http://127.0.0.1:"), f"{name} server did not start"
+            urls[name] = line
+        yield urls
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def _records(url: str, seconds: float = 3.0, rate: float = 5.0):  # type: ignore[no-untyped-def]
+    target = OpenAITarget(url + "v1/chat/completions", "openai-chat",
+                          synthetic_prompts(prompt_tokens=16, output_tokens=10))
+    schedule = build_schedule(ScheduleSpec(shape="poisson", rate=rate, duration_s=seconds,
+                                           seed=1))
+    return run_stream_records(schedule, target, RunOptions(seed=1))
+
+
+@pytest.mark.timeout(120)
+def test_cli_prints_ttft_itl_with_cis_and_goodput(servers, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "out.json"
+    rc = main(["loadtest", servers["plain"] + "v1/chat/completions", "--api", "openai-chat",
+               "--shape", "poisson", "--rate", "4", "--duration", "3s", "--prompt-tokens", "16",
+               "--output-tokens", "10", "--slo", "ttft_p95_ms=2000,itl_p95_ms=500",
+               "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    for row in ("TTFT", "ITL", "TPOT", "e2e"):  # the CIs are checked in the JSON below
+        assert re.search(rf"^│ {row} +│ \d+\.\d", text, re.M), row
+    for label in ("goodput", "SLO ttft_p95_ms <= 2000", "token counts: usage"):
+        assert label in text
+    data = json.loads(out.read_text())
+    assert data["schema"] == "infertune.loadtest-stream/v1"
+    result = data["result"]
+    assert result["load"]["ok"] == result["load"]["sent"] > 0
+    p95 = result["ttft"]["percentiles"]["p95"]
+    assert p95["low"] is not None and p95["low"] <= p95["value"] <= p95["high"]
+    assert result["itl"]["count"] == 9 * result["load"]["ok"]  # 10 tokens, 9 gaps each
+    assert result["output_tokens"] == {"total": 10 * result["load"]["ok"], "mean": 10.0,
+                                       "min": 10, "max": 10, "source": "usage"}
+    assert result["goodput_rps"] is not None and result["goodput_share"] is not None
+
+
+@pytest.mark.timeout(120)
+def test_ttft_and_itl_match_the_servers_own_timings(servers) -> None:
+    load, records = _records(servers["plain"])
+    assert load.ok == load.sent > 0 and all(r.ok for r in records)
+    ttft_diff = np.array([r.ttft_ms - r.server_timing_ms["ttft_ms"] for r in records])
+    assert ttft_diff.min() >= -0.5, ttft_diff
+    assert ttft_diff.max() <= 50.0 and np.median(ttft_diff) <= 10.0, ttft_diff
+    for r in records:
+        client = (r.token_s[-1] - r.token_s[0]) * 1000.0 / (len(r.token_s) - 1)
+        server = float(np.mean(r.server_gaps_ms))
+        assert len(r.server_gaps_ms) == len(r.token_s) - 1 == 9
+        assert abs(client - server) <= 5.0, (client, server)
+
+
+@pytest.mark.timeout(120)
+def test_a_stall_before_the_first_token_shows_in_ttft_not_itl(servers) -> None:
+    _, plain = _records(servers["plain"], seconds=3.0)
+    _, stalled = _records(servers["stall"], seconds=3.0)
+    plain_ttft = np.array([r.ttft_ms for r in plain])
+    stalled_ttft = np.array([r.ttft_ms for r in stalled])
+    assert stalled_ttft.min() >= STALL_MS  # every request waited the stall, from intended send
+    assert np.median(stalled_ttft) - np.median(plain_ttft) >= STALL_MS * 0.9
+    assert all(r.server_timing_ms["ttft_ms"] >= STALL_MS for r in stalled)  # server agrees
+    # decode is untouched: inter-token gaps stay at the plain server's level
+    plain_itl = np.median([g for r in plain for g in r.gaps_ms])
+    stalled_itl = np.median([g for r in stalled for g in r.gaps_ms])
+    assert stalled_itl < plain_itl + 20.0
+
+
+@pytest.mark.timeout(120)
+def test_completions_api_and_sweep(servers, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "sweep.json"
+    rc = main(["loadtest", servers["plain"] + "v1/completions", "--api", "openai-completions",
+               "--shape", "constant", "--rate", "2", "--duration", "2s", "--prompt-tokens", "8",
+               "--output-tokens", "4", "--slo", "ttft_p95_ms=5000", "--sweep",
+               "--sweep-steps", "2", "--json", str(out)])
+    assert rc == 0
+    assert "highest rate meeting the SLOs: 4.00 req/s" in capsys.readouterr().out
+    sweep = json.loads(out.read_text())["sweep"]
+    assert [p["rate"] for p in sweep["probes"]] == [2.0, 4.0]
+    assert all(p["passed"] for p in sweep["probes"]) and sweep["best_rate"] == 4.0
+    assert sweep["probes"][1]["result"]["load"]["sent"] == 8
