@@ -64,8 +64,6 @@ from infertune.serve.validate import (
 from infertune.serve.warmup import prime_on_this_thread
 
 log = logging.getLogger("infertune.serve")
-# an absolute path in a message (e.g. an exception from a model loader) -> its last part
-_ABS_PATH = re.compile(r"(?<![\w.:])(?:/[^\s/'\"]+){2,}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 
 
@@ -115,8 +113,9 @@ def create_app(adapter: Adapter, policy: ServePolicy | None = None, *,
         Route("/v1/cache/purge", handlers.purge, methods=["POST"]),
         Route("/openapi.json", handlers.openapi, methods=["GET"]),
     ]
+    admin = {r.path: frozenset(r.methods or ()) for r in routes if r.path in ADMIN_PATHS}
     app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[Middleware(GuardMiddleware, api_key=api_key)],
+                    middleware=[Middleware(GuardMiddleware, api_key=api_key, admin=admin)],
                     exception_handlers={HTTPException: _http_error})
     app.state.runtime = runtime
     app.state.metrics = metrics
@@ -140,9 +139,8 @@ def _error(status: int, message: str, timings: Mapping[str, float] | None = None
 
 
 def safe_message(message: str) -> str:
-    """One line, with no absolute path of the server's disk in it."""
-    one_line = _CONTROL.sub(" ", message).strip()
-    return _ABS_PATH.sub(lambda m: PurePosixPath(m.group(0)).name, one_line)
+    """One line (text from exceptions has its paths cut where it is made: validate.py)."""
+    return _CONTROL.sub(" ", message).strip()
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -300,19 +298,23 @@ async def _read_limited(request: Request, limit: int, timeout_s: float) -> bytes
 
 
 class GuardMiddleware:
-    """API-key check on every route but health, and a Server-Timing header on every answer
-    (zeros where a route ran no model stage), as pure ASGI so streaming is untouched."""
+    """API-key check on every route but health, admin routes (``admin``: path -> methods)
+    closed with 403 when no key is configured, and a Server-Timing header on every answer
+    (zeros where a route ran no model stage), as pure ASGI so streaming is untouched. A method
+    an admin route does not serve falls through to the router's 405."""
 
-    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+    def __init__(self, app: ASGIApp, api_key: str | None,
+                 admin: Mapping[str, frozenset[str]] | None = None) -> None:
         self.app = app
         self.api_key = api_key
+        self.admin = dict(admin or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if not self.api_key and path in ADMIN_PATHS:
+        if not self.api_key and scope["method"] in self.admin.get(path, ()):
             response = _error(403, f"{path} is an admin route and needs an API key; serve with "
                               "--api-key-env NAME (api_key_env in the policy), NAME holding the "
                               "key")

@@ -114,10 +114,10 @@ class Batcher:
     def wait_estimate(self, inputs: int) -> float:
         """Seconds until a request is answered with ``inputs`` queued ahead of and including
         it: the batches they fill, spread over the workers, plus the batch running now when
-        every worker is busy."""
+        every worker is busy, plus the batching window."""
         rounds = math.ceil(math.ceil(max(1, inputs) / self.max_batch_size) / self._workers)
         running = 1 if self._busy >= self._workers else 0
-        return (rounds + running) * self.batch_estimate()
+        return (rounds + running) * self.batch_estimate() + self.max_wait_s
 
     def run_in_worker(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Run ``fn`` on the model's worker threads (warm-up and the cascade's fast model)."""
@@ -172,10 +172,9 @@ class Batcher:
         inputs = [x for item in batch for x in item.inputs]
         self._metrics.batch_size.observe(len(inputs))
         try:
-            try:
-                outputs, timings = await self._run(inputs)
-            finally:
-                self._update_estimate(self._clock() - start, len(inputs))
+            outputs, timings = await self._run(inputs)
+            # only successful batches: a batch that raised early says nothing of service time
+            self._update_estimate(self._clock() - start, len(inputs))
             self._answer(batch, outputs, timings)
         except Exception as exc:  # noqa: BLE001 - any model failure must answer every waiter
             failure = _as_batch_failure(exc, len(inputs))

@@ -85,7 +85,7 @@ _ERRORS = {
     401: "missing or wrong API key",
     403: "admin route, and no API key is configured (serve with --api-key-env)",
     408: "the request body did not arrive in time",
-    413: "request or input too large",
+    413: "request body over the size limit",
     422: "invalid field or input (or the model failed on these inputs alone)",
     429: "queue full; see Retry-After",
     500: "the model returned the wrong number of outputs",

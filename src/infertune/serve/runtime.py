@@ -8,8 +8,9 @@ starts the batching loop and warm-up. ``stop()`` refuses new requests, drains th
 waits for running batches, so no accepted request is lost on shutdown.
 
 Overload protection by default: a request with no ``timeout_ms`` (and a policy with none) gets
-the default deadline ``max(50 ms, max_wait_ms + 3 x the full-batch service time)``, measured
-by the warm-up and then tracked by the batcher. The queue refuses at once (503) a request the
+the default deadline ``max(50 ms, max_wait_ms + 3 x the full-batch service time)`` from the
+moment it enters the queue, the service time measured by the warm-up and then tracked by the
+batcher. The queue refuses at once (503) a request the
 queue ahead would make late, sheds a queued one whose deadline can no longer be met, and a
 request whose model call outlives its deadline by one batch time is answered 503 (the batch
 runs on; its result is dropped) — so under any overload the admitted tail stays near the bound.
@@ -207,16 +208,17 @@ class ServeRuntime:
     async def _full_pass(self, inputs: list[Any], todo: list[int], request: PredictRequest,
                          arrived: float) -> BatchOutcome:
         assert self.queue is not None and self.batcher is not None
-        timeout_s = request.timeout_ms / 1000 if request.timeout_ms else self.default_deadline_s()
         texts = [inputs[i] for i in todo]
-        deadline = arrived + timeout_s if timeout_s else None
+        enqueued = self.clock()
+        deadline = self._deadline(request, arrived, enqueued)
         item = WorkItem(
             inputs=texts, priority=request.priority, deadline=deadline,
             bucket=text_bucket(texts) if self.adapter.info.kind == "text" else 0,
-            enqueued_at=self.clock(), future=asyncio.get_running_loop().create_future())
+            enqueued_at=enqueued, future=asyncio.get_running_loop().create_future())
         self.queue.put(item)
         if deadline is None:
-            return await item.future
+            outcome: BatchOutcome = await item.future
+            return outcome
         grace = max(ABANDON_GRACE_MIN_S, self.batcher.batch_estimate())
         try:
             return await asyncio.wait_for(item.future, max(0.0, deadline - self.clock()) + grace)
@@ -227,6 +229,17 @@ class ServeRuntime:
             raise Rejected(ShedReason.DEADLINE, "the model call passed this request's deadline "
                            "(stalled or far slower than measured); answer abandoned; retry "
                            "later or raise timeout_ms", 503, retry_after_s=1.0) from None
+
+
+    def _deadline(self, request: PredictRequest, arrived: float, enqueued: float) -> float | None:
+        """A timeout the caller or the policy chose counts from arrival; the default overload
+        bound counts from entering the queue, as it bounds queueing and service (a cache
+        lookup stalled by a hung Redis must not use it up)."""
+        timeout_ms = request.timeout_ms or self.policy.timeout_ms
+        if timeout_ms:
+            return arrived + timeout_ms / 1000
+        bound = self.default_deadline_s()
+        return None if bound is None else enqueued + bound
 
 
 def _add(total: dict[str, float], part: dict[str, float]) -> None:

@@ -18,6 +18,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -33,6 +34,7 @@ MAX_INT_DIGITS = 18  # fits int64; Python refuses to convert very long digit str
 MAX_TIMEOUT_MS = 3_600_000.0
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_ABS_PATH = re.compile(r"(?<![\w.:/])(?:/[^\s/'\"]+){2,}")
 _OPEN = frozenset(b"[{")
 _CLOSE = frozenset(b"]}")
 
@@ -159,10 +161,10 @@ def request_model(adapter: Adapter, policy: ServePolicy) -> type[PredictRequest]
         item: Any = Annotated[str, Field(max_length=policy.max_input_chars)]
     else:
         item = _tensor_item(adapter)
-    inputs = Annotated[list[item], Field(min_length=1, max_length=policy.max_inputs,  # type: ignore[valid-type]
+    inputs = Annotated[list[item], Field(min_length=1, max_length=policy.max_inputs,
                                          description="one item per input")]
-    model: type[PredictRequest] = create_model(  # type: ignore[call-overload]
-        "PredictRequest", __base__=PredictRequest, inputs=(inputs, ...))
+    model: type[PredictRequest] = create_model("PredictRequest", __base__=PredictRequest,
+                                               inputs=(inputs, ...))
     return model
 
 
@@ -231,7 +233,10 @@ def _check_tokens(inputs: list[Any], adapter: Adapter, policy: ServePolicy) -> N
 
 
 def _first_line(exc: BaseException) -> str:
+    """An exception's first line for a client: at most 200 characters, and an absolute path
+    of the server's disk (a loader's or a library's message) cut to its last part."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = _ABS_PATH.sub(lambda m: PurePosixPath(m.group(0)).name, text)
     return text if len(text) <= 200 else text[:197] + "..."
 
 
@@ -264,7 +269,7 @@ def _one_line(exc: ValidationError, policy: ServePolicy) -> tuple[int, str]:
         return 422, (f"{len(given) if isinstance(given, list) else 'too many'} inputs in one "
                      f"request; the limit is {policy.max_inputs}; split the request")
     if kind == "string_too_long":
-        return 413, (f"{field} has {len(given) if isinstance(given, str) else 'too many'} "
+        return 422, (f"{field} has {len(given) if isinstance(given, str) else 'too many'} "
                      f"characters; the limit is {policy.max_input_chars}; shorten it")
     if kind == "literal_error":
         return 422, f"{field} = {given!r}; use one of {err['ctx']['expected']}"

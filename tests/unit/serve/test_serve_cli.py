@@ -96,3 +96,33 @@ def test_torch_threads_are_sized_to_cores_per_worker() -> None:
     finally:
         torch.set_num_threads(before)
 
+
+
+def test_a_public_bind_without_a_key_refuses_to_start(capsys) -> None:
+    code = main(["serve", "minilm", "--host", "0.0.0.0"])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "refusing to serve on 0.0.0.0 without an API key" in err
+    assert "--insecure-no-auth" in err and "--api-key-env" in err
+
+
+def test_exposure_rules() -> None:
+    from infertune.cli.serve import exposure_warnings
+    from infertune.config import ServePolicy
+
+    open_policy, keyed = ServePolicy(), ServePolicy(api_key_env="K")
+    for loopback in ("127.0.0.1", "localhost", "::1", "[::1]", "127.8.9.1"):
+        assert exposure_warnings(loopback, open_policy, insecure_no_auth=False) == []
+    for public in ("0.0.0.0", "::", "10.0.0.5", "my-host.example"):
+        assert exposure_warnings(public, keyed, insecure_no_auth=False) == []
+        with pytest.raises(ConfigError, match="--insecure-no-auth"):
+            exposure_warnings(public, open_policy, insecure_no_auth=False)
+        [warning] = exposure_warnings(public, open_policy, insecure_no_auth=True)
+        assert public in warning and "no API key" in warning
+
+
+def test_serve_help_states_the_default_overload_bound(capsys) -> None:
+    main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "max(50 ms, max_wait_ms + 3 x the measured full-batch service time)" in text
+    assert "--insecure-no-auth" in text and "--timeout-ms" in text

@@ -1,0 +1,452 @@
+"""The serving fault scenarios, shared by tests/integration/serve/test_serve_faults.py (short
+runs, asserted) and benchmarks/serve_faults.py (longer runs, printed).
+
+Every scenario drives a real `infertune serve` process (model: serve_fault_models:factory,
+a fixed service time per batch) with an open-loop client: request i is due at start + i/rate
+whatever happened before, and its latency is taken from that intended time. Each returns a
+FaultRow: sent, ok (200), failed (4xx other than 429: the request's own fault), shed (429/503),
+refused (connection refused: never accepted), lost (accepted, then no HTTP answer), other 5xx,
+and the p99 of the admitted (200) requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+HELPERS = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+@dataclass
+class Outcome:
+    status: int | None  # None: no HTTP answer
+    latency_s: float  # from the intended send time
+    error: str = ""  # the exception type, or the first words of a non-200 answer
+
+
+@dataclass
+class Load:
+    outcomes: list[Outcome]
+    lag_p99_ms: float  # client lag: intended send time -> sent
+
+
+@dataclass
+class FaultRow:
+    fault: str
+    sent: int
+    ok: int
+    failed: int
+    shed: int
+    refused: int
+    lost: int
+    other_5xx: int
+    p99_ms: float | None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, fault: str, load: Load | list[Outcome], **notes: Any) -> FaultRow:
+        outcomes = load.outcomes if isinstance(load, Load) else load
+        if isinstance(load, Load):
+            notes["client_lag_p99_ms"] = round(load.lag_p99_ms, 1)
+        statuses = [o.status for o in outcomes]
+        unanswered = Counter(o.error for o in outcomes if o.status is None)
+        if unanswered:
+            notes["unanswered"] = dict(unanswered)
+        admitted = [o.latency_s for o in outcomes if o.status == 200]
+        return cls(
+            fault=fault, sent=len(outcomes), ok=statuses.count(200),
+            failed=sum(1 for s in statuses if s is not None and 400 <= s < 500 and s != 429),
+            shed=sum(1 for s in statuses if s in (429, 503)),
+            refused=sum(1 for o in outcomes if o.status is None and o.error == "ConnectError"),
+            lost=sum(1 for o in outcomes if o.status is None and o.error != "ConnectError"),
+            other_5xx=sum(1 for s in statuses if s is not None and s >= 500 and s != 503),
+            p99_ms=float(np.percentile(admitted, 99) * 1000) if admitted else None, notes=notes)
+
+    def line(self) -> str:
+        p99 = "-" if self.p99_ms is None else f"{self.p99_ms:.0f}"
+        notes = "  ".join(f"{k}={v}" for k, v in self.notes.items())
+        return (f"{self.fault:<22} {self.sent:>6} {self.ok:>6} {self.failed:>6} {self.shed:>6} "
+                f"{self.refused:>7} {self.lost:>5} {self.other_5xx:>5} {p99:>8}  {notes}")
+
+
+HEADER = (f"{'fault':<22} {'sent':>6} {'ok':>6} {'failed':>6} {'shed':>6} {'refused':>7} "
+          f"{'lost':>5} {'5xx':>5} {'p99 ms':>8}  notes")
+
+
+def vector(i: int) -> dict[str, Any]:
+    """A unique, harmless request body (first value never -1 or 9)."""
+    return {"inputs": [[1000.0 + i, 1.0, 2.0, 3.0]]}
+
+
+async def open_loop(url: str, rate: float, duration_s: float,
+                    body: Callable[[int], dict[str, Any]] = vector, *,
+                    keepalive: bool = True, timeout_s: float = 30.0) -> Load:
+    """Send rate x duration requests on a fixed schedule; every one gets an Outcome. The
+    client is a minimal HTTP/1.1 one on asyncio streams (a pool of keep-alive connections):
+    httpx's per-request cost made the client itself fall seconds behind a 120 req/s
+    schedule on the shared 2-core machine."""
+    loop = asyncio.get_running_loop()
+    host, port = url.removeprefix("http://").split(":")
+    # (reader, writer, last used): uvicorn closes a keep-alive connection idle for 5 s, so
+    # one idle for over 2 s is dropped here rather than reused (a request written to a closed
+    # connection would look lost though the server never read it)
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
+    start = loop.time() + 0.05
+    lags: list[float] = []
+
+    async def one(i: int) -> Outcome:
+        intended = start + i / rate
+        await asyncio.sleep(max(0.0, intended - loop.time()))
+        lags.append(loop.time() - intended)
+        payload = json.dumps(body(i)).encode()
+        request = (f"POST /v1/predict HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
+                   f"application/json\r\nContent-Length: {len(payload)}\r\n"
+                   f"{'' if keepalive else 'Connection: close' + chr(13) + chr(10)}\r\n"
+                   ).encode() + payload
+        try:
+            conn = _reuse(idle, loop.time()) or await asyncio.open_connection(host, int(port))
+        except OSError:
+            return Outcome(None, loop.time() - intended, "ConnectError")
+        try:
+            async with asyncio.timeout(timeout_s):
+                status, text = await _exchange(conn, request)
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+            conn[1].close()
+            return Outcome(None, loop.time() - intended, type(exc).__name__)
+        if keepalive:
+            idle.append((*conn, loop.time()))
+        else:
+            conn[1].close()
+        return Outcome(status, loop.time() - intended, "" if status == 200 else text[:80])
+
+    outcomes = list(await asyncio.gather(*(one(i) for i in range(int(rate * duration_s)))))
+    for _, writer, _ in idle:
+        writer.close()
+    return Load(outcomes, float(np.percentile(lags, 99) * 1000) if lags else 0.0)
+
+
+def _reuse(idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]],
+           now: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    while idle:
+        reader, writer, used = idle.pop()
+        if now - used < 2.0 and not reader.at_eof():
+            return reader, writer
+        writer.close()
+    return None
+
+
+async def _exchange(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                    request: bytes) -> tuple[int, str]:
+    reader, writer = conn
+    writer.write(request)
+    await writer.drain()
+    status_line = await reader.readuntil(b"\r\n")
+    status = int(status_line.split()[1])
+    length = 0
+    while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    return status, (await reader.readexactly(length)).decode("utf-8", "replace")
+
+
+class ServeProcess:
+    """`infertune serve serve_fault_models:factory` in a subprocess on a free loopback port."""
+
+    def __init__(self, workdir: Path, *, service_ms: float = 100, stall_s: float = 3,
+                 max_batch_size: int = 4, max_wait_ms: float = 5,
+                 policy: dict[str, Any] | None = None, extra: tuple[str, ...] = (),
+                 model: str = "serve_fault_models:factory") -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / f"serve-{self.port}.log"
+        config = workdir / f"serve-{self.port}.yaml"
+        config.write_text("".join(f"{k}: {v}\n" for k, v in (policy or {}).items()))
+        self.args = [sys.executable, "-c", "from infertune.cli import entry; entry()", "serve",
+                     model, "--port", str(self.port),
+                     "--max-batch-size", str(max_batch_size), "--max-wait-ms", str(max_wait_ms),
+                     "--config", str(config), *extra]
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(HELPERS), os.environ.get("PYTHONPATH", "")]),
+            "SERVE_FAULT_SERVICE_MS": str(service_ms), "SERVE_FAULT_STALL_S": str(stall_s)}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 120) -> ServeProcess:
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(self.args, env=self.env, stdout=log,
+                                         stderr=subprocess.STDOUT)
+        wait_until(self._ready, timeout_s, interval=0.1)
+        return self
+
+    def _ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"serve exited with {self.proc.returncode}: "
+                                 f"{self.log.read_text()[-2000:]}")
+        try:
+            return httpx.get(self.url + "/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def readyz(self) -> dict[str, Any]:
+        answer: dict[str, Any] = httpx.get(self.url + "/readyz", timeout=5).json()
+        return answer
+
+    def rss_mb(self) -> float:
+        """The server process's resident memory (Linux /proc)."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def terminate(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[ServeProcess]:
+        try:
+            yield self.start()
+        finally:
+            self.stop()
+
+
+class RedisProcess:
+    """A private redis-server on a free loopback port."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RedisProcess:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise FileNotFoundError("redis-server is not installed; run "
+                                    "`bash scripts/ensure_services.sh`")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._pings, 10)
+        return self
+
+    def _pings(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def _at(events: list[tuple[float, Callable[[], None]]]) -> threading.Thread:
+    """Run each (seconds from now, action) on a background thread."""
+    start = time.monotonic()
+
+    def run() -> None:
+        for when, action in events:
+            time.sleep(max(0.0, start + when - time.monotonic()))
+            action()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def redis_hang_then_kill(server: ServeProcess, redis: RedisProcess, rate: float,
+                         duration_s: float) -> FaultRow:
+    """SIGSTOP Redis at 25% of the run, SIGCONT at 50%, SIGKILL at 75%: the cache layer
+    times out, backs off and is dropped; no request may fail."""
+    events = [(duration_s * 0.25, lambda: redis.signal(signal.SIGSTOP)),
+              (duration_s * 0.50, lambda: redis.signal(signal.SIGCONT)),
+              (duration_s * 0.75, lambda: redis.signal(signal.SIGKILL))]
+    thread = _at(events)
+    outcomes = asyncio.run(open_loop(server.url, rate, duration_s,
+                                     vector))  # unique inputs: every request reaches Redis
+    thread.join()
+    return FaultRow.of("redis hang, then kill", outcomes,
+                       cache_errors=_metric(server.url, "infertune_cache_errors_total"))
+
+
+def poisoned_inputs(server: ServeProcess, rate: float, duration_s: float,
+                    every: int = 5) -> FaultRow:
+    """Every ``every``-th request holds an input the model raises on; batches holding one
+    are rerun request by request, so only the poisoned requests fail (422)."""
+    def body(i: int) -> dict[str, Any]:
+        return {"inputs": [[-1.0, 0.0, 0.0, 0.0]]} if i % every == 0 else vector(i)
+
+    outcomes = asyncio.run(open_loop(server.url, rate, duration_s, body))
+    poisoned = [o.status for i, o in enumerate(outcomes.outcomes) if i % every == 0]
+    return FaultRow.of("model raises on inputs", outcomes, poisoned=len(poisoned),
+                       poisoned_422=poisoned.count(422))
+
+
+def stalled_call(server: ServeProcess, rate: float, duration_s: float) -> FaultRow:
+    """One request stalls the model (workers=1) for the model's stall time, under load: the
+    stalled request and the queue behind it are shed with 503 by their deadlines, and
+    /healthz keeps answering."""
+    health: list[float] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        with httpx.Client(timeout=10) as client:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                client.get(server.url + "/healthz")
+                health.append(time.monotonic() - t0)
+                stop.wait(0.1)
+
+    def body(i: int) -> dict[str, Any]:
+        return {"inputs": [[9.0, 0.0, 0.0, 0.0]]} if i == int(rate * 0.2) else vector(i)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    outcomes = asyncio.run(open_loop(server.url, rate, duration_s, body))
+    stop.set()
+    thread.join()
+    stalled = outcomes.outcomes[int(rate * 0.2)]
+    return FaultRow.of("stalled model call", outcomes, stalled_status=stalled.status,
+                       stalled_answer_ms=round(stalled.latency_s * 1000),
+                       healthz_max_ms=round(max(health) * 1000))
+
+
+def slow_clients(server: ServeProcess, header_tricklers: int, body_tricklers: int,
+                 requests: int, trickle_s: float) -> FaultRow:
+    """Sockets trickling their headers, and others trickling their bodies, while normal
+    requests are sent: the normal ones are answered at normal speed, a trickled body is
+    answered 408 after the policy's body_timeout_s."""
+    stop = threading.Event()
+    body_answers: list[int | None] = []
+
+    def header_trickle() -> None:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\n")
+            while not stop.wait(0.2):
+                sock.sendall(b"X")
+
+    def body_trickle() -> None:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: 1000\r\n\r\n{")
+            deadline = time.monotonic() + trickle_s
+            sock.settimeout(0.2)
+            reply = b""
+            while time.monotonic() < deadline and not reply:
+                with contextlib.suppress(OSError):
+                    sock.sendall(b" ")
+                with contextlib.suppress(TimeoutError, OSError):
+                    reply = sock.recv(4096)
+            parts = reply.split(b" ", 2)
+            body_answers.append(int(parts[1]) if len(parts) > 1 and parts[1].isdigit()
+                                else None)
+
+    threads = [threading.Thread(target=header_trickle, daemon=True)
+               for _ in range(header_tricklers)]
+    threads += [threading.Thread(target=body_trickle, daemon=True)
+                for _ in range(body_tricklers)]
+    for thread in threads:
+        thread.start()
+    outcomes = []
+    with httpx.Client(timeout=30) as client:
+        for i in range(requests):
+            t0 = time.monotonic()
+            try:
+                answer = client.post(server.url + "/v1/predict", json=vector(i))
+                outcomes.append(Outcome(answer.status_code, time.monotonic() - t0))
+            except httpx.HTTPError as exc:
+                outcomes.append(Outcome(None, time.monotonic() - t0, type(exc).__name__))
+    for thread in threads[header_tricklers:]:
+        thread.join(timeout=trickle_s + 5)
+    stop.set()
+    trickled = [Outcome(s, 0.0, "" if s is not None else "no answer") for s in body_answers]
+    row = FaultRow.of("slow clients", outcomes + trickled,
+                      header_tricklers=header_tricklers, body_408=body_answers.count(408))
+    # the trickled bodies have no meaningful latency: p99 is over the normal requests only
+    row.p99_ms = FaultRow.of("", outcomes).p99_ms
+    return row
+
+
+def sigterm_under_load(server: ServeProcess, rate: float, duration_s: float,
+                       at: float = 0.4) -> FaultRow:
+    """SIGTERM at ``at`` of the run, one connection per request: every request is either
+    answered or refused a connection; none is accepted and then dropped."""
+    thread = _at([(duration_s * at, server.terminate)])
+    outcomes = asyncio.run(open_loop(server.url, rate, duration_s, keepalive=False))
+    thread.join()
+    assert server.proc is not None
+    code = server.proc.wait(timeout=60)
+    return FaultRow.of("SIGTERM under load", outcomes, exit_code=code)
+
+
+def overload(server: ServeProcess, capacity_rps: float, factor: float,
+             duration_s: float) -> FaultRow:
+    """Open-loop load at ``factor`` x capacity with no deadline configured: only 200, 429 and
+    503 answers, and the admitted p99 within the default deadline /readyz states."""
+    bound_ms = server.readyz()["default_deadline_ms"]
+    load = asyncio.run(open_loop(server.url, capacity_rps * factor, duration_s))
+    ok = sum(o.status == 200 for o in load.outcomes)
+    return FaultRow.of(f"{factor:g}x capacity", load, bound_ms=round(bound_ms, 1),
+                       goodput_rps=round(ok / duration_s, 1))
+
+
+def _metric(url: str, name: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=5).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))

@@ -1,0 +1,91 @@
+"""Overload protection by default: the admission estimate, refusal at once, and the default
+deadline a runtime derives from its measured service time."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from infertune.config import ServePolicy
+from infertune.serve.batcher import Batcher
+from infertune.serve.metrics import ServeMetrics
+from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
+from infertune.serve.runtime import ServeRuntime
+from infertune.serve.testing import GatedAdapter
+from infertune.serve.warmup import full_batch_seconds
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _item(priority="normal", deadline=None, n=1) -> WorkItem:
+    return WorkItem(inputs=["x"] * n, priority=priority, deadline=deadline, bucket=0,
+                    enqueued_at=100.0, future=asyncio.get_running_loop().create_future())
+
+
+def test_wait_estimate_counts_batches_workers_and_the_running_batch() -> None:
+    async def scenario() -> None:
+        queue = RequestQueue(8, clock=Clock(), service_estimate=lambda: 0.0)
+        batcher = Batcher(GatedAdapter(), queue, max_batch_size=4, max_wait_s=0.005,
+                          workers=2, clock=Clock(), metrics=ServeMetrics())
+        assert batcher.wait_estimate(3) == 0.005  # nothing measured yet
+        batcher.seed_estimate(0.100)
+        batcher.seed_estimate(0.900)  # only the first seed counts
+        assert batcher.batch_estimate() == 0.100
+        assert batcher.wait_estimate(4) == pytest.approx(0.105)  # one batch, a free worker
+        assert batcher.wait_estimate(9) == pytest.approx(0.205)  # 3 batches over 2 workers
+        batcher._busy = 2  # both workers busy: one more batch time
+        assert batcher.wait_estimate(9) == pytest.approx(0.305)
+
+    asyncio.run(scenario())
+
+
+def test_a_request_the_queue_would_make_late_is_refused_at_once_with_503() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        shed: list[ShedReason] = []
+        queue = RequestQueue(64, clock=clock, service_estimate=lambda: 0.1,
+                             on_shed=shed.append, wait_estimate=lambda n: 0.1 * n)
+        queue.put(_item(deadline=100.35, n=2))  # 0.2 s ahead of a 0.35 s deadline: admitted
+        with pytest.raises(Rejected) as refused:
+            queue.put(_item(deadline=100.35, n=2))  # 4 inputs -> 0.4 s > 0.35 s
+        assert (refused.value.status, refused.value.reason) == (503, ShedReason.OVERLOAD)
+        assert "overloaded" in str(refused.value) and refused.value.retry_after_s >= 1
+        queue.put(_item(priority="high", deadline=100.35, n=3))  # high skips the normal ones
+        queue.put(_item(deadline=None, n=5))  # no deadline: never refused for time
+        assert shed == [ShedReason.OVERLOAD] and len(queue) == 3
+        assert queue.inputs_ahead("normal") == 10 and queue.inputs_ahead("high") == 3
+
+    asyncio.run(scenario())
+
+
+def test_default_deadline_comes_from_the_measured_service_time() -> None:
+    async def scenario() -> None:
+        runtime = ServeRuntime(GatedAdapter(), ServePolicy(max_wait_ms=5, max_batch_size=4),
+                               clock=Clock(), metrics=ServeMetrics())
+        assert runtime.default_deadline_s() is None  # not started
+        await runtime.start()
+        assert runtime.batcher is not None
+        runtime.batcher._full_s = 0.100
+        assert runtime.default_deadline_s() == pytest.approx(0.305)
+        runtime.batcher._full_s = 0.001
+        runtime.batcher._service_s = 0.001
+        assert runtime.default_deadline_s() == 0.050  # the floor
+        fixed = ServeRuntime(GatedAdapter(), ServePolicy(timeout_ms=80), clock=Clock(),
+                             metrics=ServeMetrics())
+        assert fixed.default_deadline_s() == pytest.approx(0.080)
+        await runtime.stop()
+
+    asyncio.run(scenario())
+
+
+def test_warmup_seed_is_the_median_full_size_batch() -> None:
+    times = [(1, 0.01), (4, 0.30), (1, 0.01), (4, 0.10), (4, 0.12)]
+    assert full_batch_seconds(times, 4) == 0.12
+    assert full_batch_seconds([(1, 0.01)], 4) == 0.0
