@@ -93,6 +93,8 @@ def test_cli_prints_ttft_itl_with_cis_and_goodput(servers, tmp_path: Path,
     assert result["output_tokens"] == {"total": 10 * result["load"]["ok"], "mean": 10.0,
                                        "min": 10, "max": 10, "source": "usage"}
     assert result["goodput_rps"] is not None and result["goodput_share"] is not None
+    # the byte-level server counts the chat-formatted prompt: "user: " + 16 words + suffix
+    assert result["prompt_tokens"]["source"] == "usage" and result["prompt_tokens"]["min"] > 16
 
 
 @pytest.mark.timeout(120)

@@ -353,6 +353,10 @@ def _print_stream(result: Any) -> None:
     if counts:
         console.print(f"output tokens per request: mean {counts.mean:.1f}, min {counts.min}, "
                       f"max {counts.max} ({counts.source})")
+    if result.prompt_tokens:
+        p = result.prompt_tokens
+        console.print(f"prompt tokens per request: mean {p.mean:.1f}, min {p.min}, max {p.max} "
+                      "(usage)")
     for v in result.slos:
         shown = f"{v.measured_ms:.1f}" if v.measured_ms is not None else "not measured"
         console.print(f"SLO {v.slo.key} <= {v.slo.limit_ms:g}: {shown} — "

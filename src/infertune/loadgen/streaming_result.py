@@ -197,6 +197,7 @@ class StreamingResult:
     goodput_rps: float | None  # requests meeting every SLO per second; None without SLOs
     goodput_share: float | None  # of all sent requests
     warnings: list[str] = field(default_factory=list)
+    prompt_tokens: TokenCounts | None = None  # only when the server's usage reported them
 
     @property
     def meets_slos(self) -> bool | None:
@@ -214,6 +215,7 @@ class StreamingResult:
             "requests_per_s": self.requests_per_s, "slos": [v.to_dict() for v in self.slos],
             "goodput_rps": self.goodput_rps, "goodput_share": self.goodput_share,
             "meets_slos": self.meets_slos, "warnings": list(self.warnings),
+            "prompt_tokens": self.prompt_tokens.to_dict() if self.prompt_tokens else None,
         }
 
     @classmethod
@@ -222,6 +224,7 @@ class StreamingResult:
             return LatencySummary.from_dict(d) if d is not None else None
 
         counts = data.get("output_tokens")
+        prompts = data.get("prompt_tokens")
         return cls(
             api=data["api"], load=LoadResult.from_dict(data["load"]), ttft=opt(data["ttft"]),
             itl=opt(data["itl"]), tpot=opt(data["tpot"]),
@@ -231,6 +234,7 @@ class StreamingResult:
             slos=[SloVerdict.from_dict(v) for v in data["slos"]],
             goodput_rps=data["goodput_rps"], goodput_share=data["goodput_share"],
             warnings=list(data.get("warnings", [])),
+            prompt_tokens=TokenCounts.from_dict(prompts) if prompts else None,
         )
 
 
@@ -256,8 +260,16 @@ def summarise_streams(api: str, load: LoadResult, records: list[StreamRecord],
         requests_per_s=len(ok) / window if window > 0 else 0.0, slos=verdicts,
         goodput_rps=(good / window if window > 0 else 0.0) if good is not None else None,
         goodput_share=(good / len(records) if records else 0.0) if good is not None else None,
-        warnings=warnings,
+        warnings=warnings, prompt_tokens=_prompt_counts(ok),
     )
+
+
+def _prompt_counts(ok: list[StreamRecord]) -> TokenCounts | None:
+    values = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    if not ok or len(values) < len(ok):
+        return None
+    return TokenCounts(total=sum(values), mean=sum(values) / len(values), min=min(values),
+                       max=max(values), source="usage")
 
 
 def _summary(values: list[float], seed: int) -> LatencySummary | None:

@@ -118,6 +118,7 @@ def test_ttft_and_gaps_match_a_scripted_server() -> None:
     assert 39.0 <= result.itl.mean.value and result.itl.p50 < 80.0
     assert result.output_tokens is not None and result.output_tokens.source == "usage"
     assert result.output_tokens.total == 12 and not result.warnings
+    assert result.prompt_tokens is not None and result.prompt_tokens.mean == 7  # from usage
 
 
 @pytest.mark.timeout(30)
