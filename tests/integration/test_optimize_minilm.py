@@ -37,7 +37,14 @@ def test_minilm_quick_run_recommends_a_variant_that_meets_the_floor(tmp_path, ca
     vid = report["recommendation"]["variant_id"]
     folder = out / "variants" / vid
     assert (folder / "manifest.json").is_file()
-    if vid != "torch_fp32":  # a recommended variant must meet the floor on held-out data
+    # per-channel INT8 of minilm keeps mean cosine ~0.992-0.994 whichever scheme the CPU takes
+    # (issue 13's measurements): it is always built, judged, and passes the 0.99 floor
+    int8 = json.loads((out / "variants" / "ort_int8_dynamic_per_channel" / "quality.json")
+                      .read_text())
+    assert int8["verdict"] == "pass" and int8["floor_check"]["ci_low"] >= 0.99
+    if vid == "torch_fp32":  # keeping the baseline is a decision the report explains
+        assert report["recommendation"]["reason"], report["recommendation"]
+    else:  # a recommended variant meets the floor on held-out data
         quality = json.loads((folder / "quality.json").read_text())
         assert quality["verdict"] == "pass"
         assert quality["floor_check"]["ci_low"] >= 0.99

@@ -68,7 +68,12 @@ def test_int8_variants_record_agreement(results):
         assert result.built, result.reason
         agreement = result.manifest.agreement
         assert agreement.n_samples == 128 and agreement.output_shape == [128, 384]
-        assert 0.5 < agreement.mean_cosine < 1.0  # INT8 is never bit-exact
+        assert agreement.mean_cosine < 1.0  # INT8 is never bit-exact
+    # per-channel dynamic INT8 of minilm measured mean cosine 0.9918 (U8S8 + reduce_range),
+    # 0.9921 (U8S8) and 0.9936 (U8U8) on the bundled sentences (issue 13): whichever scheme
+    # this CPU takes, it must stay near them, not merely above chance
+    assert results["ort_int8_dynamic_per_channel"].manifest.agreement.mean_cosine >= 0.985
+    assert results["ort_int8_static_minmax"].manifest.agreement.mean_cosine >= 0.95
     assert results["ort_int8_dynamic_per_channel"].manifest.op_counts["QAttention"] == 6
 
 

@@ -57,7 +57,7 @@ def hardware(flags: list[str], gpus: int = 0, cores: int = 2) -> HardwareInfo:
 def tiny_registry() -> dict:
     """The default registry, with torch.compile on the 'eager' backend: the same pass code and
     recipe plumbing without minutes of inductor C++ compilation in unit tests (the real
-    inductor build runs in the minilm integration check)."""
+    inductor build runs in tests/unit/optimize/test_torch_compile_inductor.py, marked slow)."""
     from functools import partial
 
     from infertune.optimize.passes import REGISTRY
