@@ -15,12 +15,13 @@ this cluster); (3) time whole requests per batch size on that replica; (4) deriv
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -122,12 +123,14 @@ class RayEngine:
             for name in PUSH_ENV:  # read by Serve's processes, which inherit this environment
                 os.environ.setdefault(name, str(EMBEDDED_PUSH_INTERVAL_S))
             cores = detect(with_gpus=False).effective_cores
-            ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            with _keeping_signal_handlers():
+                ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
             self._started_ray = True
             return
         try:
-            ray.init(address=self.options.address, log_to_driver=False)
+            with _keeping_signal_handlers():
+                ray.init(address=self.options.address, log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise ConfigError(f"cannot join the Ray cluster at {self.options.address!r} ({exc}); "
                               "start one with `ray start --head` or leave out --ray-address to "
@@ -219,6 +222,19 @@ class RayEngine:
                                         "/tmp/ray/session_latest/logs")
         finally:
             self.stop()
+
+
+@contextlib.contextmanager
+def _keeping_signal_handlers() -> Iterator[None]:
+    """ray.init installs a native SIGTERM handler that aborts the driver, which would leave an
+    embedded Ray's processes running; put the Python handlers back so SIGTERM stops it."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 class StopOnSignal:
