@@ -18,6 +18,8 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +142,31 @@ def test_completions_api_and_sweep(servers, tmp_path: Path,
     assert [p["rate"] for p in sweep["probes"]] == [2.0, 4.0]
     assert all(p["passed"] for p in sweep["probes"]) and sweep["best_rate"] == 4.0
     assert sweep["probes"][1]["result"]["load"]["sent"] == 8
+
+
+def _post(url: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.timeout(60)
+def test_server_answers_bad_requests_400_and_keeps_serving(servers) -> None:
+    chat = servers["plain"] + "v1/chat/completions"
+    for body, expected in [
+        (b"{not json", "the body is not valid JSON"),
+        (b'{"messages": []}', "'messages' must be a non-empty list"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}',
+         "'max_tokens' must be an integer >= 1"),
+        (json.dumps({"messages": [{"role": "user", "content": "x" * 300}]}).encode(),
+         "exceeds the model's 256 positions"),
+    ]:
+        status, data = _post(chat, body)
+        assert status == 400 and expected in data["error"]["message"], data
+    status, data = _post(chat, b'{"messages": [{"role": "user", "content": "hi"}], '
+                               b'"max_tokens": 3}')
+    assert status == 200 and data["usage"]["completion_tokens"] == 3
+    assert len(data["choices"][0]["message"]["content"].split()) == 3
