@@ -124,6 +124,8 @@ def measured_capacity(src: ExportSource) -> Capacity | None:
     goodput, service = row.goodput, vrow.latency.p50
     if goodput is None or goodput.value is None or service is None or service.value is None:
         return None
+    if goodput.value <= 0:  # no rate kept the SLO: nothing to size replicas or queues from
+        return None
     return Capacity(goodput.value, service.value,
                     f"report.json policies[{row.policy_id}].goodput = {goodput.value:g} "
                     f"req/s ({goodput.source}: {goodput.basis}); variants[{src.manifest.id}]"

@@ -178,9 +178,13 @@ def write_triton(p: DeployPlan, out: Path) -> list[Path]:
     """Write the repository under ``out``; returns the config.pbtxt files written."""
     m = p.source.manifest
     if m.runtime != "onnxruntime" or not m.model_file.endswith(".onnx"):
+        folders = p.source.variant_dir.parent
+        onnx_ids = sorted(f.name for f in folders.iterdir() if (f / "model.onnx").is_file()) \
+            if p.source.kind == "run" else []
+        fix = (f"pass --variant with one of {onnx_ids}" if onnx_ids else
+               "this run built none; re-run infertune optimize with a larger --budget")
         raise ConfigError(f"variant {m.id!r} runs on {m.runtime}; the Triton export takes an "
-                          "onnxruntime variant (model.onnx): pass --variant with one of the "
-                          "run's ort_* variants")
+                          f"onnxruntime variant (model.onnx): {fix}")
     inputs, outputs = onnx_io(p.source.variant_dir / m.model_file)
     base = triton_name(m.id)
     if m.kind == "tensor":

@@ -76,6 +76,15 @@ def test_without_measured_capacity_the_fallbacks_are_labelled(run: Path) -> None
     assert p.alerts.queue_depth.value == POLICY.max_queue // 2
 
 
+def test_a_goodput_of_zero_is_no_capacity(run: Path) -> None:
+    data = json.loads((run / "report.json").read_text())
+    data["policies"][0]["goodput"]["value"] = 0.0  # no rate kept the SLO
+    (run / "report.json").write_text(json.dumps(data))
+    p = plan(read_source(run))
+    assert (p.min_replicas.value, p.max_replicas.value) == (1, 1)
+    assert p.queue_target.value == POLICY.max_batch_size * POLICY.workers
+
+
 def test_a_registry_release_is_read_with_its_canary_weight(run: Path, tmp_path: Path) -> None:
     registry = tmp_path / "registry"
     reg = Registry(registry)

@@ -150,5 +150,6 @@ def test_a_torch_variant_is_refused_with_the_fix(text_run: Path, tmp_path: Path)
     torch_manifest = type(p.source.manifest)(**{**p.source.manifest.__dict__,
                                                 "runtime": "torch", "model_file": "hf"})
     src = type(p.source)(**{**p.source.__dict__, "manifest": torch_manifest})
-    with pytest.raises(ConfigError, match="takes an onnxruntime variant .* --variant"):
+    with pytest.raises(ConfigError, match=r"takes an onnxruntime variant \(model.onnx\): pass "
+                       r"--variant with one of \['ort_int8_dynamic_per_channel'\]"):
         write_triton(type(p)(**{**p.__dict__, "source": src}), tmp_path)
