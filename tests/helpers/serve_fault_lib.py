@@ -6,7 +6,10 @@ a fixed service time per batch) with an open-loop client: request i is due at st
 whatever happened before, and its latency is taken from that intended time. Each returns a
 FaultRow: sent, ok (200), failed (4xx other than 429: the request's own fault), shed (429/503),
 refused (connection refused: never accepted), lost (accepted, then no HTTP answer), other 5xx,
-and the p99 of the admitted (200) requests.
+and the p99 of the admitted (200) requests. A fresh connection reset before any byte of an
+answer counts as refused: closing a listening socket resets the connections still waiting in
+the kernel's accept queue, which the server never read (the SIGTERM scenario checks this
+against the inputs the model actually computed).
 """
 
 from __future__ import annotations
@@ -89,8 +92,8 @@ class FaultRow:
             fault=fault, sent=len(outcomes), ok=statuses.count(200),
             failed=sum(1 for s in statuses if s is not None and 400 <= s < 500 and s != 429),
             shed=sum(1 for s in statuses if s in (429, 503)),
-            refused=sum(1 for o in outcomes if o.status is None and o.error == "ConnectError"),
-            lost=sum(1 for o in outcomes if o.status is None and o.error != "ConnectError"),
+            refused=sum(1 for o in outcomes if o.status is None and o.error in NOT_ACCEPTED),
+            lost=sum(1 for o in outcomes if o.status is None and o.error not in NOT_ACCEPTED),
             other_5xx=sum(1 for s in statuses if s is not None and s >= 500 and s != 503),
             p99_ms=float(np.percentile(admitted, 99) * 1000) if admitted else None, notes=notes)
 
@@ -101,6 +104,7 @@ class FaultRow:
                 f"{self.refused:>7} {self.lost:>5} {self.other_5xx:>5} {p99:>8}  {notes}")
 
 
+NOT_ACCEPTED = ("ConnectError", "ResetBeforeAnswer")
 HEADER = (f"{'fault':<22} {'sent':>6} {'ok':>6} {'failed':>6} {'shed':>6} {'refused':>7} "
           f"{'lost':>5} {'5xx':>5} {'p99 ms':>8}  notes")
 
@@ -135,8 +139,9 @@ async def open_loop(url: str, rate: float, duration_s: float,
                    f"application/json\r\nContent-Length: {len(payload)}\r\n"
                    f"{'' if keepalive else 'Connection: close' + chr(13) + chr(10)}\r\n"
                    ).encode() + payload
+        reused = _reuse(idle, loop.time())
         try:
-            conn = _reuse(idle, loop.time()) or await asyncio.open_connection(host, int(port))
+            conn = reused or await asyncio.open_connection(host, int(port))
         except OSError:
             return Outcome(None, loop.time() - intended, "ConnectError")
         try:
@@ -144,7 +149,10 @@ async def open_loop(url: str, rate: float, duration_s: float,
                 status, text = await _exchange(conn, request)
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
             conn[1].close()
-            return Outcome(None, loop.time() - intended, type(exc).__name__)
+            silent = isinstance(exc, ConnectionResetError) or (
+                isinstance(exc, asyncio.IncompleteReadError) and not exc.partial)
+            name = "ResetBeforeAnswer" if silent and reused is None else type(exc).__name__
+            return Outcome(None, loop.time() - intended, name)
         if keepalive:
             idle.append((*conn, loop.time()))
         else:
@@ -200,7 +208,9 @@ class ServeProcess:
                      "--config", str(config), *extra]
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(HELPERS), os.environ.get("PYTHONPATH", "")]),
-            "SERVE_FAULT_SERVICE_MS": str(service_ms), "SERVE_FAULT_STALL_S": str(stall_s)}
+            "SERVE_FAULT_SERVICE_MS": str(service_ms), "SERVE_FAULT_STALL_S": str(stall_s),
+            "SERVE_FAULT_SEEN": str(workdir / f"seen-{self.port}.txt")}
+        self.seen = Path(self.env["SERVE_FAULT_SEEN"])
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 120) -> ServeProcess:
@@ -428,11 +438,16 @@ def sigterm_under_load(server: ServeProcess, rate: float, duration_s: float,
     """SIGTERM at ``at`` of the run, one connection per request: every request is either
     answered or refused a connection; none is accepted and then dropped."""
     thread = _at([(duration_s * at, server.terminate)])
-    outcomes = asyncio.run(open_loop(server.url, rate, duration_s, keepalive=False))
+    load = asyncio.run(open_loop(server.url, rate, duration_s, keepalive=False))
     thread.join()
     assert server.proc is not None
     code = server.proc.wait(timeout=60)
-    return FaultRow.of("SIGTERM under load", outcomes, exit_code=code)
+    computed = {round(float(v)) - 1000 for line in server.seen.read_text().split("\n")
+                for v in line.split() if float(v) >= 1000}
+    unanswered = sorted(i for i in computed if load.outcomes[i].status != 200)
+    # a request the server read and computed but did not answer would be lost for good
+    return FaultRow.of("SIGTERM under load", load, exit_code=code,
+                       computed_not_answered=len(unanswered))
 
 
 def overload(server: ServeProcess, capacity_rps: float, factor: float,

@@ -100,6 +100,7 @@ def test_sigterm_under_load_loses_no_accepted_request(tmp_path: Path) -> None:
     finally:
         process.stop()
     assert (row.lost, row.other_5xx, row.failed) == (0, 0, 0), row
+    assert row.notes["computed_not_answered"] == 0, row  # every request it read was answered
     assert row.ok > 0 and row.refused > 0, row  # served, then stopped accepting
     assert row.ok + row.shed + row.refused == row.sent
     assert row.notes["exit_code"] in (0, -15), row
