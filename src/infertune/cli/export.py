@@ -8,7 +8,6 @@ sources (``--json`` prints it).
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -114,11 +113,10 @@ def register(app: typer.Typer) -> None:
                                      prometheus_url=prometheus_url)
         else:
             files = write_kserve(p, out, image=image)
-        record = {**summary(p), "target": to.value,
-                  "files": [str(f.relative_to(out)) for f in files]}
-        (out / "export.json").write_text(json.dumps(record, indent=2) + "\n")
+        record = summary(p, to.value, [str(f.relative_to(out)) for f in files]).to_json()
+        (out / "export.json").write_text(record)
         if as_json:
-            typer.echo(json.dumps(record, indent=2))
+            typer.echo(record, nl=False)
             return
         typer.echo(f"wrote {len(files)} file(s) for {to.value} to {out} from {src.kind} "
                    f"{src.name} (variant {src.manifest.id}): batch <= {p.max_batch_size.value}, "

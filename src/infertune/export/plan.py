@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from infertune.errors import ConfigError
 from infertune.export.source import ExportSource
@@ -261,22 +263,53 @@ def _canary(src: ExportSource, o: Overrides) -> Sourced[int] | None:
     return None
 
 
-def summary(p: DeployPlan) -> dict[str, object]:
+class SourcedValue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: int | float | str
+    source: str
+
+
+class ExportRecord(BaseModel):
+    """export.json (schema infertune.export/v1): what was written, every number with its
+    source; ``--json`` prints it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: Literal["infertune.export/v1"] = Field(default="infertune.export/v1",
+                                                    alias="schema")
+    name: str
+    source: str
+    source_kind: str
+    variant_id: str
+    target: str
+    files: list[str]
+    values: dict[str, SourcedValue]
+    alerts: dict[str, SourcedValue]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> ExportRecord:
+        return cls.model_validate_json(text)
+
+
+def summary(p: DeployPlan, target: str, files: list[str]) -> ExportRecord:
     """The plan's numbers with their sources, for export.json and --json."""
-    values: dict[str, object] = {}
+    values: dict[str, SourcedValue] = {}
     for key in ("max_batch_size", "max_wait_us", "workers", "intra_op_threads",
                 "inter_op_threads", "max_queue", "deadline_ms", "queue_timeout_us", "cpus",
                 "min_replicas", "max_replicas", "queue_target", "concurrency_target",
                 "pre_stop_s", "grace_s", "canary_percent"):
         item = getattr(p, key)
         if item is not None:
-            values[key] = {"value": item.value, "source": item.source}
-    alerts = {f"latency_{k}_s": {"value": t.value, "source": t.source}
-              for k, t in p.alerts.latency_s.items()}
-    alerts["error_ratio"] = {"value": p.alerts.error_ratio.value,
-                             "source": p.alerts.error_ratio.source}
-    alerts["queue_depth"] = {"value": p.alerts.queue_depth.value,
-                             "source": p.alerts.queue_depth.source}
-    return {"schema": "infertune.export/v1", "name": p.name, "source": str(p.source.path),
-            "source_kind": p.source.kind, "variant_id": p.source.manifest.id,
-            "values": values, "alerts": alerts}
+            values[key] = SourcedValue(value=item.value, source=item.source)
+    a = p.alerts
+    alerts = {f"latency_{k}_s": SourcedValue(value=t.value, source=t.source)
+              for k, t in a.latency_s.items()}
+    alerts["error_ratio"] = SourcedValue(value=a.error_ratio.value, source=a.error_ratio.source)
+    alerts["queue_depth"] = SourcedValue(value=a.queue_depth.value, source=a.queue_depth.source)
+    return ExportRecord(name=p.name, source=p.source.label, source_kind=p.source.kind,
+                        variant_id=p.source.manifest.id, target=target, files=files,
+                        values=values, alerts=alerts)

@@ -13,7 +13,7 @@ from export_run import GOODPUT_RPS, POLICY, SERVICE_P50_MS, make_run, report
 
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError, ModelLoadError
-from infertune.export.plan import Overrides, k8s_name, plan, summary
+from infertune.export.plan import ExportRecord, Overrides, k8s_name, plan, summary
 from infertune.export.source import read_release, read_source
 from infertune.report.schema import Recommendation
 from infertune.rollout.registry import Registry
@@ -42,10 +42,11 @@ def test_the_plan_takes_every_number_from_the_run(text_run: Path) -> None:
     assert p.concurrency_target.value == 9  # ceil(180 req/s x 0.050 s)
     assert p.cpus.value == 4.0 and "hardware.json" in p.cpus.source
     assert p.canary_percent is None
-    record = summary(p)
-    assert record["values"]["max_batch_size"] == {"value": 16,  # type: ignore[index]
-                                                  "source": p.max_batch_size.source}
-    json.dumps(record)  # export.json is plain JSON
+    record = summary(p, "kubernetes", ["deployment.yaml"])
+    assert record.values["max_batch_size"].value == 16
+    assert record.values["max_batch_size"].source == p.max_batch_size.source
+    assert ExportRecord.from_json(record.to_json()) == record  # export.json round-trips
+    assert json.loads(record.to_json())["schema"] == "infertune.export/v1"
 
 
 def test_overrides_win_and_say_so(text_run: Path) -> None:
