@@ -361,9 +361,13 @@ def _print_stream(result: Any) -> None:
         shown = f"{v.measured_ms:.1f}" if v.measured_ms is not None else "not measured"
         console.print(f"SLO {v.slo.key} <= {v.slo.limit_ms:g}: {shown} — "
                       f"{'met' if v.met else '[red]missed[/]'}")
-    if result.goodput_rps is not None:
+    if result.slos:
         console.print(f"goodput {result.goodput_rps:.2f} req/s "
                       f"({result.goodput_share:.0%} of requests met every SLO on their own)")
+    else:
+        console.print(f"goodput {result.goodput_rps:.2f} req/s ({result.goodput_share:.0%} of "
+                      "requests completed; no --slo given, so every completed request counts: "
+                      "pass e.g. --slo ttft_p95_ms=500,itl_p95_ms=50)")
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(load.status_counts.items()))
     lag = load.client_lag_ms
     console.print(f"statuses {statuses}; client lag p50 {lag['p50']:.3f} ms, p99 "
@@ -383,7 +387,7 @@ def _print_sweep(found: Any) -> None:
         ttft = f"{r.ttft.p95:.1f}" if r.ttft is not None else "n/a"
         itl = f"{r.itl.p95:.1f}" if r.itl is not None else "n/a"
         table.add_row(f"{probe.rate:.2f}", f"{r.load.achieved_rate:.2f}", ttft, itl,
-                      f"{r.goodput_rps or 0:.2f}", ("pass: " if probe.passed else "fail: ")
+                      f"{r.goodput_rps:.2f}", ("pass: " if probe.passed else "fail: ")
                       + probe.why)
     console.print(table)
     best = (f"{found.best_rate:.2f} req/s" if found.best_rate is not None

@@ -194,8 +194,8 @@ class StreamingResult:
     output_tokens_per_s: float  # over successful requests, / max(duration, last completion)
     requests_per_s: float  # successful completions per second
     slos: list[SloVerdict]
-    goodput_rps: float | None  # requests meeting every SLO per second; None without SLOs
-    goodput_share: float | None  # of all sent requests
+    goodput_rps: float  # requests meeting every SLO per second (no SLOs: every success)
+    goodput_share: float  # of all sent requests
     warnings: list[str] = field(default_factory=list)
     prompt_tokens: TokenCounts | None = None  # only when the server's usage reported them
 
@@ -251,15 +251,16 @@ def summarise_streams(api: str, load: LoadResult, records: list[StreamRecord],
     summaries = {"ttft": _summary(ttfts, seed), "itl": _summary(gaps, seed),
                  "tpot": _summary(tpots, seed)}
     verdicts = [_verdict(s, summaries, load) for s in slos]
-    good = sum(1 for r in ok if r.meets(slos)) if slos else None
+    # with no SLO every completed request is good: goodput is then the completion rate
+    good = sum(1 for r in ok if r.meets(slos))
     warnings = _warnings(records, ok, counts)
     return StreamingResult(
         api=api, load=load, ttft=summaries["ttft"], itl=summaries["itl"],
         tpot=summaries["tpot"], output_tokens=counts,
         output_tokens_per_s=(counts.total / window) if counts and window > 0 else 0.0,
         requests_per_s=len(ok) / window if window > 0 else 0.0, slos=verdicts,
-        goodput_rps=(good / window if window > 0 else 0.0) if good is not None else None,
-        goodput_share=(good / len(records) if records else 0.0) if good is not None else None,
+        goodput_rps=good / window if window > 0 else 0.0,
+        goodput_share=good / len(records) if records else 0.0,
         warnings=warnings, prompt_tokens=_prompt_counts(ok),
     )
 
