@@ -41,13 +41,14 @@ def register(app: typer.Typer) -> None:
         report = advise(sc)
         if measure is not None:
             from infertune.cli._common import quiet_libraries
+            from infertune.optimize.quickcheck import check_variants
             from infertune.report.measured import add_measurements
 
             quiet_libraries()
             typer.echo(f"measuring {measure} on this machine (about a minute and a half)...",
                        err=True)
 
-            report = add_measurements(report, sc, measure)
+            report = add_measurements(report, sc, measure, check=check_variants)
         text = render(report, fmt)
         if out is None:
             typer.echo(text, nl=False)

@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
         with _Display(budget_s) as display:
             state = optimize(options, progress=display)
             display.stage("report", "writing report.json, report.md, report.html")
-            report = write_run_report(state)
+            report = write_run_report(state.paths.root)
         if as_json:
             typer.echo(state.paths.report_json.read_text(), nl=False)
         else:

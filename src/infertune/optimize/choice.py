@@ -17,8 +17,9 @@ import numpy as np
 
 from infertune.models.base import Adapter
 from infertune.optimize.ranking import Level, Ranked, inside_slo, rank, risk_budget
+from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Candidate, Timing, pick_best
-from infertune.optimize.state import RunState, quality_floor
+from infertune.optimize.state import RunState, floor_for
 
 
 @dataclass(frozen=True)
@@ -62,20 +63,20 @@ def variant_risk(cand: Candidate, margin: float | None, manifest: dict[str, Any]
     return Rating("low", text)
 
 
-def floor_margin(state: RunState, cand: Candidate) -> float | None:
-    floor = quality_floor(state)
+def floor_margin(run: RunRecord, cand: Candidate) -> float | None:
+    floor = floor_for(run.scenario, run.task)
     if floor.kind != "bound" or not cand.quality_value:
         return None
     return cand.quality_value - floor.threshold
 
 
-def measured_inside_slo(state: RunState) -> bool | None:
+def measured_inside_slo(run: RunRecord) -> bool | None:
     """Measured: the baseline's unloaded batch-1 percentiles against every SLO target; the
     scenario's stated figures when nothing was measured."""
-    targets = state.options.scenario.slo.targets()
-    if not targets or state.profile is None:
-        return inside_slo(state.options.scenario)
-    e2e = state.profile.stages.summaries["e2e"]
+    targets = run.scenario.slo.targets()
+    if not targets or run.profile is None:
+        return inside_slo(run.scenario)
+    e2e = run.profile.stages.summaries["e2e"]
     return all(e2e.p(float(k[1:])) <= v for k, v in targets.items())
 
 
@@ -106,37 +107,38 @@ def _base(t: Timing | None, key: str) -> float:
     return t.base_p50_ms if key == "p50" else t.base_p95_ms
 
 
-def ranked_variants(state: RunState, inside: bool | None) -> list[Ranked[Candidate]]:
+def ranked_variants(run: RunRecord, inside: bool | None) -> list[Ranked[Candidate]]:
     """The variants still in the search (timed, not dropped), best first."""
-    alive = [c for c in state.candidates if c.best_timing is not None and not c.dropped]
+    alive = [c for c in run.candidates if c.best_timing is not None and not c.dropped]
     key = objective_key(inside)
     common = common_baseline_ms(alive, key)
 
     def manifest(c: Candidate) -> dict[str, Any]:
-        built = state.built_variant(c.variant_id)
+        built = run.built_variant(c.variant_id)
         return built.manifest if built is not None else {}
 
     return rank(alive, impact=lambda c: variant_impact(c, key, common),
                 effort=lambda c: variant_effort(manifest(c)).level,
-                risk=lambda c: variant_risk(c, floor_margin(state, c), manifest(c)).level,
-                risk_budget=risk_budget(state.options.scenario))
+                risk=lambda c: variant_risk(c, floor_margin(run, c), manifest(c)).level,
+                risk_budget=risk_budget(run.scenario))
 
 
-def recommended_candidate(state: RunState, inside: bool | None) -> Candidate | None:
+def recommended_candidate(run: RunRecord, inside: bool | None) -> Candidate | None:
     """The highest-ranked variant that passes the floor, is within the risk budget and is
     measurably faster than the baseline; else the fastest such survivor; None when no
     variant is both passing and measurably faster."""
-    for r in ranked_variants(state, inside):
+    for r in ranked_variants(run, inside):
         t = r.item.best_timing
         if (r.item.quality_verdict == "pass" and r.within_risk_budget and t is not None
                 and t.measurably_faster):
             return r.item
-    return pick_best(state.candidates)
+    return pick_best(run.candidates)
 
 
 def best_adapter(state: RunState) -> tuple[str, Adapter]:
     """The variant the report will recommend, and its adapter (the baseline when none)."""
-    best = recommended_candidate(state, measured_inside_slo(state))
+    run = RunRecord.from_state(state)
+    best = recommended_candidate(run, measured_inside_slo(run))
     if best is not None:
         return best.variant_id, state.adapters[best.variant_id]
     return state.baseline_variant_id or "baseline", state.baseline

@@ -1,6 +1,7 @@
 """``optimize(...)``: the run's stages in order, each reading and writing the typed RunState
-(state.py) and the run directory's artifacts. The report is built afterwards from the run by
-report/run_report.py; this package knows nothing of report/.
+(state.py) and the run directory's artifacts; at the end the RunRecord (record.py) is saved as
+run.json. The report is built afterwards from those files by report/run_report.py; this
+package knows nothing of report/.
 
 Stages (each one checks the budget before it starts; see search.py):
     setup -> profile baseline -> reference outputs -> build variants -> screen (quick timing +
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from infertune.optimize import policy, steps
 from infertune.optimize.builder import Builder
+from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Budget, NullProgress, Progress
 from infertune.optimize.state import (
     DEFAULT_BUDGET_S,
@@ -64,4 +66,5 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
         started = clock()
         step(state, budget, progress)
         state.stage_seconds[name] = clock() - started
+    RunRecord.from_state(state).save(paths)  # run.json etc.: what the report is built from
     return state

@@ -184,13 +184,17 @@ class RunState:
         return next((b for b in self.built if b.variant_id == variant_id), None)
 
 
-def quality_floor(state: RunState) -> Floor:
+def floor_for(scenario: Scenario, task: str) -> Floor:
     """The scenario's floor, else the task's default (the run always judges against one)."""
-    cfg = state.options.scenario.constraints.quality_floor
+    cfg = scenario.constraints.quality_floor
     if cfg is not None:
         return floor_from_config(cfg)
     return parse_floor({"embedding": "mean_cosine>=0.99", "classification":
-                        "argmax_agreement>=0.99"}.get(state.task, "max_rel_diff<=0.01"))
+                        "argmax_agreement>=0.99"}.get(task, "max_rel_diff<=0.01"))
+
+
+def quality_floor(state: RunState) -> Floor:
+    return floor_for(state.options.scenario, state.task)
 
 
 def quality_metrics(task: str) -> list[str]:

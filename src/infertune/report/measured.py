@@ -4,7 +4,8 @@ diagnosis with measured figures where it can, and says which is which.
 What is measured (measure.stages, batch 1, after a warm-up): the end-to-end latency and the
 time of each stage (preprocess, forward, postprocess, overhead) of the typical request and of
 the slow tail. For Hugging Face text models it also builds two variants in a temporary folder
-(``ort_fused`` and ``ort_int8_dynamic_per_channel``, small calibration set) and compares each
+(``ort_fused`` and ``ort_int8_dynamic_per_channel``, small calibration set; built by
+optimize.quickcheck, which the CLI hands in: report/ builds no variants) and compares each
 with the baseline by interleaved A/B at batch 1: the p50/p95 impact of the matching options
 ("ort-fusion", "int8-cpu") becomes the measured change. What stays an estimate: the other
 impact fields (p99, throughput, cost), every other option, and every queueing figure (they
@@ -15,13 +16,18 @@ figure; it is usually not the target hardware.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from infertune.config import Scenario
+from infertune.data import default_heldout
+from infertune.hardware import HardwareInfo, detect
 from infertune.measure.diagnosis import stage_likelihood
+from infertune.measure.stages import StageReport, time_requests
+from infertune.models import load as load_model
+from infertune.models.base import Adapter
+from infertune.optimize.quickcheck import CheckVariants, VariantCheck
 from infertune.report.schema import (
     DiagnosisItem,
     Figure,
@@ -42,16 +48,15 @@ VARIANT_INPUTS = 32  # calibration and A/B inputs: enough to cover lengths, quic
 
 def add_measurements(report: Report, scenario: Scenario, model_ref: str, *,
                      requests: int = 200, budget_s: float = 20.0,
-                     load: Callable[[str], Any] | None = None,
-                     hardware_text: str | None = None, variants: bool = True,
-                     variant_budget_s: float = 12.0, hardware: Any | None = None) -> Report:
+                     load: Callable[[str], Adapter] | None = None,
+                     hardware_text: str | None = None, check: CheckVariants | None = None,
+                     variant_budget_s: float = 12.0,
+                     hardware: HardwareInfo | None = None) -> Report:
     """Measure ``model_ref`` here and return ``report`` with the measured diagnosis added and,
-    for Hugging Face text models (``variants``), the measured p50/p95 impact of the options
-    whose variants it can build here (each A/B within ``variant_budget_s``). ``hardware``: a
+    given ``check`` (optimize.quickcheck.check_variants: it builds the variants, this module
+    does not), the measured p50/p95 impact of the options whose variants it can build here for
+    a Hugging Face text model (each A/B within ``variant_budget_s``). ``hardware``: a
     HardwareInfo for the passes (default: detected)."""
-    from infertune.measure.stages import StageReport, time_requests
-    from infertune.models import load as load_model
-
     adapter = (load or load_model)(model_ref)
     where = hardware_text or describe_this_machine()
     inputs = _inputs(adapter, model_ref)
@@ -61,20 +66,20 @@ def add_measurements(report: Report, scenario: Scenario, model_ref: str, *,
     stages = StageReport.from_samples(samples)
     n = len(samples)
     basis_what = f"{model_ref} at batch 1"
-    if variants:
+    if check is not None:
         report, options_text = measure_variants(
-            report, adapter, list(inputs)[:VARIANT_INPUTS], where, budget_s=variant_budget_s,
-            hardware=hardware)
+            report, adapter, list(inputs)[:VARIANT_INPUTS], where, check,
+            budget_s=variant_budget_s, hardware=hardware)
     else:
         options_text = "option impacts and queueing figures remain estimates"
     return _apply(report, stages, np.asarray(samples.e2e), n, where, basis_what, options_text)
 
 
-def measure_variants(report: Report, adapter: Any, inputs: Sequence[Any], where: str, *,
-                     budget_s: float = 12.0, hardware: Any | None = None,
-                     ) -> tuple[Report, str]:
-    """Build the variants behind the report's "ort-fusion" / "int8-cpu" options in a temporary
-    folder, A/B each against ``adapter`` at batch 1 on ``inputs``, and put the measured p50/p95
+def measure_variants(report: Report, adapter: Adapter, inputs: Sequence[Any], where: str,
+                     check: CheckVariants, *, budget_s: float = 12.0,
+                     hardware: HardwareInfo | None = None) -> tuple[Report, str]:
+    """Have ``check`` build and A/B the variants behind the report's "ort-fusion" / "int8-cpu"
+    options against ``adapter`` at batch 1 on ``inputs``, and put the measured p50/p95
     changes in those options. Returns the report and a sentence saying what was measured."""
     kind = getattr(adapter.info, "kind", "unknown")
     if kind != "text":
@@ -86,7 +91,13 @@ def measure_variants(report: Report, adapter: Any, inputs: Sequence[Any], where:
     if not wanted:
         return report, ("option impacts and queueing figures remain estimates (no option "
                         "in this report has a variant that can be measured here)")
-    impacts, skipped = _build_and_compare(adapter, inputs, wanted, where, budget_s, hardware)
+    impacts: dict[str, dict[str, Figure]] = {}
+    skipped: dict[str, str] = {}
+    for result in check(adapter, inputs, wanted, budget_s, hardware):
+        if result.comparison is None:
+            skipped[result.pass_name] = result.skipped or "not built"
+        else:
+            impacts[VARIANT_OPTIONS[result.pass_name]] = _impact_figures(result, where)
     options = [_measured_option(o, impacts[o.id]) if o.id in impacts else o
                for o in report.options]
     measured = [f"{oid} p50 and p95 ({name} against the baseline)"
@@ -98,46 +109,12 @@ def measure_variants(report: Report, adapter: Any, inputs: Sequence[Any], where:
     return report.model_copy(update={"options": options}), text
 
 
-def _build_and_compare(adapter: Any, inputs: Sequence[Any], wanted: list[str], where: str,
-                       budget_s: float, hardware: Any | None,
-                       ) -> tuple[dict[str, dict[str, Figure]], dict[str, str]]:
-    import tempfile
-
-    from infertune.measure.compare import run_interleaved
-    from infertune.models import load as load_model
-    from infertune.optimize import PassContext, build_variants
-
-    if hardware is None:
-        from infertune.hardware import detect
-
-        hardware = detect()
-    impacts: dict[str, dict[str, Figure]] = {}
-    skipped: dict[str, str] = {}
-    requests = [[x] for x in inputs]
-    with tempfile.TemporaryDirectory(prefix="infertune-measure-") as tmp:
-        ctx = PassContext(adapter, hardware, Path(tmp), calibration=list(inputs),
-                          max_calibration=len(inputs), n_samples=min(16, len(inputs)))
-        results = {r.pass_name: r for r in build_variants(adapter, ctx, names=wanted)}
-        for name in wanted:
-            result = results[name]
-            if not result.built:
-                skipped[name] = result.reason or "not built"
-                continue
-            variant = load_model(Path(result.path))  # type: ignore[arg-type]
-            # untimed first calls (session allocation): the runner sizes its blocks from its
-            # own warm-up pace, which one slow first call would shrink to a few requests
-            for req in requests[:3]:
-                variant.predict(req)
-            cmp = run_interleaved(adapter.predict, variant.predict, requests, budget_s=budget_s,
-                                  names=("baseline", name))
-            impacts[VARIANT_OPTIONS[name]] = _impact_figures(cmp, result, where)
-    return impacts, skipped
-
-
-def _impact_figures(cmp: Any, result: Any, where: str) -> dict[str, Figure]:
+def _impact_figures(result: VariantCheck, where: str) -> dict[str, Figure]:
     """p50/p95 changes (percent, negative = faster) with the CI and verdict in the basis."""
+    cmp = result.comparison
+    assert cmp is not None
     quality = ""
-    agreement = result.manifest.agreement if result.manifest is not None else None
+    agreement = result.agreement
     if agreement is not None:
         quality = (f"; agreement with the baseline: mean cosine {agreement.mean_cosine:.4f}, "
                    f"min {agreement.min_cosine:.4f} on {agreement.n_samples} inputs")
@@ -164,8 +141,6 @@ def _measured_option(option: Option, figures: dict[str, Figure]) -> Option:
 
 
 def describe_this_machine() -> str:
-    from infertune.hardware import detect
-
     info = detect()
     text = f"{info.cpu_model} ({info.effective_cores} effective cores)"
     if info.gpus:
@@ -173,15 +148,13 @@ def describe_this_machine() -> str:
     return f"this machine, {text}"
 
 
-def _inputs(adapter: Any, model_ref: str) -> Sequence[Any]:
+def _inputs(adapter: Adapter, model_ref: str) -> Sequence[Any]:
     if model_ref == "minilm":
-        from infertune.data import default_heldout
-
         return default_heldout().inputs
     return adapter.sample_inputs(32)
 
 
-def _apply(report: Report, stages: Any, e2e: np.ndarray, n: int, where: str,
+def _apply(report: Report, stages: StageReport, e2e: np.ndarray, n: int, where: str,
            what: str, options_text: str) -> Report:
     def measured(value: float, label: str) -> Figure:
         return Figure.measured(round(value, 3), "ms", where, n, what=f"{label}, {what}")

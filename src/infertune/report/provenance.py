@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 SOURCES = ("measured", "estimate")
-EXEMPT_KEYS = frozenset({"settings", "policy"})  # "policy": Report.serving.policy knobs
+# "policy": Report.serving.policy knobs; "targets": the SLO as the user stated it
+EXEMPT_KEYS = frozenset({"settings", "policy", "targets"})
 
 
 def provenance_problems(report: dict[str, Any]) -> list[str]:

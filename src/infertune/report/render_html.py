@@ -77,6 +77,7 @@ def _summary(r: Report) -> list[str]:
         out.append(f"<p><strong>Recommendation:</strong> {escape(rec.title)} (variant <code>"
                    f"{escape(rec.variant_id or '')}</code>). "
                    f"{escape(as_sentence(rec.reason))}</p>")
+    out += _slo_check(r)
     out.append("<h3>First week</h3><ol>" + "".join(
         f"<li><strong>{escape(s.title)}.</strong> {escape(s.detail)}</li>"
         for s in r.first_week) + "</ol>")
@@ -86,6 +87,33 @@ def _summary(r: Report) -> list[str]:
         f"Compare variants {mp.compare_variants}",
         f"To catch quality loss or drift, {mp.quality_and_drift}"]))
     out.append("<h3>Guardrails</h3>" + _ul(r.guardrails))
+    return out
+
+
+def _slo_check(r: Report) -> list[str]:
+    c = r.slo_check
+    if c is None:
+        return []
+    rows = []
+    for p in c.points:
+        meets = {True: "yes", False: "no", None: "unknown"}[p.meets_slo]
+        rows.append(f"<tr><td>{escape(p.label)}</td><td>{_fig(p.offered)}</td>"
+                    f"<td>{_fig(p.achieved)}</td>{_pct_cells(p.measured)}"
+                    f"{_pct_cells(p.predicted)}<td>{_fig(p.shed)}</td><td>{meets}</td>"
+                    f"<td>{_fig(p.goodput)}</td><td>{_fig(p.cost_per_1k)}</td></tr>")
+    head = "".join(f"<th>{h}</th>" for h in (
+        "Rate", "Offered", "Achieved", "p50 measured", "p95 measured", "p99 measured",
+        "p50 simulator", "p95 simulator", "p99 simulator", "Shed", "Meets SLO", "Goodput",
+        "Cost per 1k"))
+    out = [f"<p><strong>At the SLO, measured.</strong> {escape(c.verdict)}</p>",
+           f'<div class="wide"><table><thead><tr>{head}</tr></thead>'
+           f"<tbody>{''.join(rows)}</tbody></table></div>"]
+    if c.cost_ceiling is not None:
+        where = {True: "within it", False: "over it", None: "not known"}[c.within_ceiling]
+        out.append(f"<p>Cost ceiling {_fig(c.cost_ceiling)}: {where}.</p>")
+    if c.what_would:
+        out += ["<p><strong>What would meet the SLO:</strong></p>",
+                _ul([as_sentence(w) for w in c.what_would])]
     return out
 
 

@@ -72,6 +72,7 @@ def _summary(r: Report) -> list[str]:
         rec = r.recommendation
         out += ["", f"**Recommendation:** {rec.title} (variant `{rec.variant_id}`). "
                     f"{as_sentence(rec.reason)}"]
+    out += _slo_check(r)
     out += ["", "**First week.**", ""]
     out += [f"{i}. **{s.title}.** {s.detail}" for i, s in enumerate(r.first_week, 1)]
     mp = r.measurement_plan
@@ -80,6 +81,30 @@ def _summary(r: Report) -> list[str]:
             f"To catch quality loss or drift, {mp.quality_and_drift}", "",
             "**Guardrails.**", ""]
     out += [f"- {g}" for g in r.guardrails]
+    return out
+
+
+def _slo_check(r: Report) -> list[str]:
+    """The recommended configuration under load: measured beside predicted, then what would
+    meet the SLO when it is not met here."""
+    c = r.slo_check
+    if c is None:
+        return []
+    out = ["", f"**At the SLO, measured.** {c.verdict}", "",
+           "| Rate | Offered | Achieved | Measured p50 / p95 / p99 | Simulator p50 / p95 / p99 "
+           "| Shed | Meets SLO | Goodput | Cost per 1k |", "|---|---|---|---|---|---|---|---|---|"]
+    for p in c.points:
+        out.append(f"| {p.label} | {figure_text(p.offered)} | {figure_text(p.achieved)} | "
+                   f"{_pcts(p.measured).replace(' | ', ' / ')} | "
+                   f"{_pcts(p.predicted).replace(' | ', ' / ')} | {figure_text(p.shed)} | "
+                   f"{_yes_no(p.meets_slo)} | {figure_text(p.goodput)} | "
+                   f"{figure_text(p.cost_per_1k)} |")
+    if c.cost_ceiling is not None:
+        where = {True: "within it", False: "over it", None: "not known"}[c.within_ceiling]
+        out += ["", f"Cost ceiling {figure_text(c.cost_ceiling)}: {where}."]
+    if c.what_would:
+        out += ["", "**What would meet the SLO:**", ""] + [f"- {as_sentence(w)}"
+                                                           for w in c.what_would]
     return out
 
 

@@ -2,17 +2,19 @@
 every section (run_sections.py) into one Report, written as report.json, report.md,
 report.html and plots/ into the run directory.
 
-    state = optimize(options)            # optimize/run.py: the stages
-    report = write_run_report(state)     # this module: report.json and its renderings
+    run = optimize(options)            # optimize/run.py: the stages
+    report = write_run_report(run)     # this module: report.json and its renderings
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from infertune.optimize.choice import measured_inside_slo
+from infertune.optimize.record import RunRecord
 from infertune.optimize.serving import traffic_assumption
-from infertune.optimize.state import RunState, write_json
+from infertune.optimize.state import RunPaths
 from infertune.report.advisor import problem
 from infertune.report.knowledge import HardwareProfile
 from infertune.report.plan import first_week, guardrails, measurement_plan
@@ -25,6 +27,7 @@ from infertune.report.run_sections import (
     recommendation,
     variant_rows,
 )
+from infertune.report.run_slo import slo_check
 from infertune.report.schema import (
     Figure,
     PlotData,
@@ -38,11 +41,11 @@ from infertune.report.schema import (
 CDF_PCTS = ("p50", "p90", "p95", "p99")
 
 
-def plots(state: RunState) -> PlotData:
-    hw = state.hardware_label
+def plots(run: RunRecord) -> PlotData:
+    hw = run.hardware_label
     data = PlotData()
     seen_base = False
-    for c in state.candidates:
+    for c in run.candidates:
         t = c.best_timing
         if t is None:
             continue
@@ -61,18 +64,18 @@ def plots(state: RunState) -> PlotData:
                 label=c.variant_id,
                 speed=Figure.measured(round(t.speedup_p95, 3), "x faster at p95", hw, t.samples),
                 quality=Figure.measured(round(c.quality_value, 5), "", hw,
-                                        len(state.quality_inputs), what="held-out quality")))
+                                        run.quality_count, what="held-out quality")))
     _mark_front(data.quality_vs_speed)
     data.latency_cdf = data.latency_cdf[:7]
-    if state.profile is not None:
-        st = state.profile.stages
+    if run.profile is not None:
+        st = run.profile.stages
         n = st.summaries["e2e"].count
         for label, tail in (("typical request (p40-p60)", False), ("slowest 1%", True)):
             data.stage_breakdown.append(StageGroup(label=label, stages=[
                 StageTime(stage=s, time=Figure.measured(round(st.stage_ms(s, tail=tail), 3),
                                                         "ms", hw, n))
                 for s in ("preprocess", "forward", "postprocess", "overhead")]))
-    data.p99_vs_load = load_series(state)
+    data.p99_vs_load = load_series(run)
     return data
 
 
@@ -82,20 +85,20 @@ def _mark_front(points: list[QualitySpeedPoint]) -> None:
                              for q in points if q is not p)
 
 
-def load_series(state: RunState) -> list[Series]:
+def load_series(run: RunRecord) -> list[Series]:
     """p99 against load for the leading policies (simulated at fractions of the peak)."""
-    basis = f"queueing simulator fed with service times measured on {state.hardware_label}"
+    basis = f"queueing simulator fed with service times measured on {run.hardware_label}"
     return [Series(label=c.policy_id, x_unit="requests/s", y_unit="p99 ms",
                    points=list(c.points), source="estimate", basis=basis)
-            for c in state.load_curves]
+            for c in run.load_curves]
 
 
-def notes(state: RunState) -> list[str]:
+def notes(run: RunRecord) -> list[str]:
     out = [f"not measured: {s.what} ({s.reason}"
            + (f"; it would need about {s.need_s:.0f} s more)" if s.need_s else ")")
-           for s in state.skipped]
-    out += state.notes
-    io = state.input_options
+           for s in run.skipped]
+    out += run.notes
+    io = run.input_options
     if io is not None and io.cache is not None:
         c = io.cache
         out.append(f"response cache on {c.requests} held-out inputs: exact repeats "
@@ -103,7 +106,7 @@ def notes(state: RunState) -> list[str]:
                    " (counted on the data; production traffic may repeat more or less)")
     if io is not None:
         out += io.notes
-    sw = state.sweep
+    sw = run.sweep
     if sw is not None and sw.slo and not any(r.goodput_rps for r in sw.ranked):
         targets = ", ".join(f"{k} {v:g} ms" for k, v in sw.slo.items())
         out.append(f"no serving policy keeps the SLO ({targets}) at any rate on this machine "
@@ -112,14 +115,14 @@ def notes(state: RunState) -> list[str]:
                    "goodput and cost per 1,000 requests at goodput are not defined here")
     for b in sw.batching if sw is not None else []:
         out.append(f"batching (simulated): {b.sentence}")
-    if state.right_sizing is not None:
-        rs = state.right_sizing
+    if run.right_sizing is not None:
+        rs = run.right_sizing
         cost = (f" at ${rs.cost_per_hour_usd:.2f}/hour" if rs.cost_per_hour_usd is not None
                 else "")
         out.append(f"right-sizing (estimate from simulated goodput {rs.goodput_per_instance:.1f} "
                    f"req/s per instance): {rs.instances} instance(s), {rs.cores} cores for the "
                    f"peak of {rs.peak_rps:g} req/s{cost}")
-    for cas in state.cascades:
+    for cas in run.cascades:
         best = cas.best_within(0.99)
         if best is not None:
             out.append(f"cascade {cas.candidate} -> {cas.baseline} (estimate from measured "
@@ -129,10 +132,10 @@ def notes(state: RunState) -> list[str]:
     return out
 
 
-def build_run_report(state: RunState) -> Report:
-    sc = state.options.scenario
-    inside = measured_inside_slo(state)
-    hwp = HardwareProfile(description=state.hardware_label or "this machine",
+def build_run_report(run: RunRecord) -> Report:
+    sc = run.scenario
+    inside = measured_inside_slo(run)
+    hwp = HardwareProfile(description=run.hardware_label or "this machine",
                           caps=frozenset({"cpu"}))
     # when the baseline meets the SLO, say so once, as measured here (the advisor's own words
     # would restate it from the scenario's figures, which may not even be given)
@@ -141,44 +144,42 @@ def build_run_report(state: RunState) -> Report:
         prob = prob.model_copy(update={
             "statement": prob.statement.rstrip(".") + "; measured here, the baseline already "
             "meets the SLO unloaded, so this report turns to cost.", "inside_slo": True})
-    options = build_options(state, inside)
-    rec, serving = recommendation(state, inside)
+    options = build_options(run, inside)
+    rec, serving = recommendation(run, inside)
     floor = sc.constraints.quality_floor
     report = Report(
-        kind="run", title=f"infertune optimize: {state.options.model}",
-        hardware=state.hardware_label or "this machine", problem=prob,
-        missing_facts=[], assumptions=_assumptions(state), diagnosis=diagnosis(state),
+        kind="run", title=f"infertune optimize: {run.model}",
+        hardware=run.hardware_label or "this machine", problem=prob,
+        missing_facts=[], assumptions=_assumptions(run), diagnosis=diagnosis(run),
         options=options, first_week=first_week(options, sc.missing_facts(), inside,
                                                measured=True),
         measurement_plan=measurement_plan(sc.model.task, floor.metric if floor else None),
-        guardrails=guardrails(), variants=variant_rows(state), policies=policy_rows(state),
-        plots=plots(state), recommendation=rec, serving=serving, notes=notes(state))
+        guardrails=guardrails(), variants=variant_rows(run), policies=policy_rows(run),
+        plots=plots(run), recommendation=rec, serving=serving, slo_check=slo_check(run),
+        notes=notes(run))
     return report
 
 
-def _assumptions(state: RunState) -> list[str]:
-    sc = state.options.scenario
+def _assumptions(run: RunRecord) -> list[str]:
+    sc = run.scenario
     out = [f"traffic: {traffic_assumption(sc.traffic)}",
-           f"quality: judged on {len(state.quality_inputs)} inputs of "
-           f"{state.options.data.source} against the baseline's outputs",
+           f"quality: judged on {run.quality_count} inputs of "
+           f"{run.data_source} against the baseline's outputs",
            "latency: end to end through tokenisation, model and pooling, one request per call"]
-    if state.options.quick:
+    if run.quick:
         out.append("--quick: fewer variants and shorter measurements; confirm with a full run")
     return out
 
 
-def write_run_report(state: RunState) -> dict[str, Any]:
-    """report.json, report.md, report.html, plots/ and run.json into the run directory; returns
-    report.json's content."""
-    report = Report.from_dict(build_run_report(state).to_dict(), source="optimize")
-    paths = state.paths
+def write_run_report(root: Path) -> dict[str, Any]:
+    """Read the run's saved record (run.json, profile.json, hardware.json) and write
+    report.json, report.md, report.html and plots/ beside it; returns report.json's content."""
+    run = RunRecord.load(root)
+    report = Report.from_dict(build_run_report(run).to_dict(), source="optimize")
+    paths = RunPaths(Path(root))
     write_report(report, paths.root)
+    paths.plots.mkdir(parents=True, exist_ok=True)
     for i, (title, svg) in enumerate(render_plots(report.plots)):
         name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")
         (paths.plots / f"{i + 1:02d}-{name[:50]}.svg").write_text(svg)
-    write_json(paths.run_json, {
-        "stage_seconds": state.stage_seconds,
-        "skipped": [s.to_dict() for s in state.skipped],
-        "candidates": [c.to_dict() for c in state.candidates],
-        "input_options": state.input_options.to_dict() if state.input_options else None})
     return report.to_dict()

@@ -19,8 +19,9 @@ from infertune.optimize.choice import (
     variant_impact,
 )
 from infertune.optimize.policy import serve_deadline_ms
+from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Candidate, Timing
-from infertune.optimize.state import RunState, quality_floor
+from infertune.optimize.state import floor_for
 from infertune.optimize.sweep import SimStats
 from infertune.report import run_options as opt
 from infertune.report.advisor import _context, to_option
@@ -47,41 +48,41 @@ def _pcts(t: Timing, hw: str, base: bool = False, what: str = "") -> Percentiles
                           for k, v in zip(("p50", "p95", "p99"), vals, strict=True)})
 
 
-def variant_rows(state: RunState) -> list[VariantRow]:
-    hw = state.hardware_label
+def variant_rows(run: RunRecord) -> list[VariantRow]:
+    hw = run.hardware_label
     rows: list[VariantRow] = []
-    ref = next((c.best_timing for c in state.candidates if c.best_timing), None)
+    ref = next((c.best_timing for c in run.candidates if c.best_timing), None)
     if ref is not None:
-        rows.append(VariantRow(variant_id=state.baseline_variant_id or "baseline",
+        rows.append(VariantRow(variant_id=run.baseline_variant_id or "baseline",
                                title="baseline (as given)", latency=_pcts(
                                    ref, hw, base=True, what="baseline side of the A/B"),
                                quality_verdict="pass", notes="the reference for quality"))
-    for c in state.candidates + state.candidate_models:
+    for c in run.candidates + run.candidate_models:
         t = c.best_timing
         if t is None:
             continue
         quality = (Figure.measured(round(c.quality_value, 5), "", hw,
-                                   len(state.quality_inputs), what="held-out quality")
+                                   run.quality_count, what="held-out quality")
                    if c.quality_value is not None else None)
         verdict = c.quality_verdict if c.quality_verdict in ("pass", "fail") else "unknown"
         rows.append(VariantRow(
             variant_id=c.variant_id, title=c.title, latency=_pcts(t, hw, what=f"{t.kind} A/B"),
             throughput=Figure.measured(round(1000.0 / t.p50_ms, 2), "requests/s per worker",
                                        hw, t.samples, what="from p50"),
-            quality=quality, quality_metric=_floor_text(state), quality_verdict=verdict,
+            quality=quality, quality_metric=_floor_text(run), quality_verdict=verdict,
             notes=c.dropped))
     return rows
 
 
-def _floor_text(state: RunState) -> str:
-    return quality_floor(state).text()
+def _floor_text(run: RunRecord) -> str:
+    return floor_for(run.scenario, run.task).text()
 
 
-def policy_rows(state: RunState) -> list[PolicyRow]:
-    sw = state.sweep
+def policy_rows(run: RunRecord) -> list[PolicyRow]:
+    sw = run.sweep
     if sw is None:
         return []
-    hw = state.hardware_label
+    hw = run.hardware_label
     basis = f"queueing simulator fed with service times measured on {hw}"
     rows = []
     for r in sw.ranked:
@@ -112,8 +113,8 @@ def policy_rows(state: RunState) -> list[PolicyRow]:
     return rows
 
 
-def diagnosis(state: RunState) -> Diagnosis:
-    prof, hw = state.profile, state.hardware_label
+def diagnosis(run: RunRecord) -> Diagnosis:
+    prof, hw = run.profile, run.hardware_label
     if prof is None:
         return Diagnosis(summary="not measured: the baseline profile did not run (see notes)")
     st = prof.stages
@@ -129,7 +130,7 @@ def diagnosis(state: RunState) -> Diagnosis:
                                  what="mean in the p40-p60 band"),
             share=Figure.measured(round(share, 1), "% of p50", hw, n)))
     e2e = st.summaries["e2e"]
-    qvc = _queueing_text(state)
+    qvc = _queueing_text(run)
     return Diagnosis(
         summary=(f"At batch 1 the baseline spends most of a typical request in {st.dominant_p50}"
                  f" and most of its slowest 1% in {st.dominant_p99}."),
@@ -148,12 +149,12 @@ def _sentence(text: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
-def _queueing_text(state: RunState) -> str:
-    sw = state.sweep
+def _queueing_text(run: RunRecord) -> str:
+    sw = run.sweep
     if sw is None:
         return "not measured: no serving sweep ran"
     best = sw.best
-    base = state.curve.latency_ms(1) if state.curve is not None else None
+    base = run.curve.latency_ms(1) if run.curve is not None else None
     peak = best.validated_peak or best.at_peak
     if base is None:
         return ""
@@ -162,21 +163,21 @@ def _queueing_text(state: RunState) -> str:
             f"difference is queueing and batching delay")
 
 
-def build_options(state: RunState, inside: bool | None) -> list[Option]:
-    hw = state.hardware_label
-    sc = state.options.scenario
+def build_options(run: RunRecord, inside: bool | None) -> list[Option]:
+    hw = run.hardware_label
+    sc = run.scenario
     options: list[Option] = []
     kinds: set[str] = set()
-    variant_opts = variant_options(state)
+    variant_opts = variant_options(run)
     options += variant_opts
     if variant_opts:
         kinds.add("variant")
-    if state.sweep is not None:
-        o = opt.policy_option(state.sweep, hw, bool(state.validations))
+    if run.sweep is not None:
+        o = opt.policy_option(run.sweep, hw, bool(run.validations))
         if o is not None:
             options.append(o)
             kinds.add("policy")
-    io = state.input_options
+    io = run.input_options
     if io is not None:
         if io.cache is not None:
             options.append(opt.cache_option(io.cache, None))
@@ -190,10 +191,10 @@ def build_options(state: RunState, inside: bool | None) -> list[Option]:
                                             "output; check quality on long inputs"),
                 "re-run the quality check with the trimmed max length"))
             kinds.add("trimming")
-        batching = state.sweep is not None and state.sweep.best.policy["max_batch_size"] > 1
+        batching = run.sweep is not None and run.sweep.best.policy["max_batch_size"] > 1
         if io.bucketing is not None and not batching:
             b = io.bucketing
-            state.notes.append(
+            run.notes.append(
                 f"length bucketing: length-sorted batches of 8 took {b.ratio_p95:.2f}x the p95 "
                 f"time of batches in arrival order (measured, {b.samples} batches each), but "
                 "the chosen serving policy does not batch, so it does not apply; it matters "
@@ -203,34 +204,34 @@ def build_options(state: RunState, inside: bool | None) -> list[Option]:
                 "length-bucketing", "Group batched requests by length (less padding)",
                 io.bucketing, hw, low, Rated(level="low", reason="outputs unchanged"),
                 "load test with length-sorted batching against arrival order"))
-    hwp = HardwareProfile(description=hw, caps=_caps(state))
+    hwp = HardwareProfile(description=hw, caps=_caps(run))
     ctx = _context(sc, hwp, sc.traffic.pattern or "steady")
     kb = load_knowledge([default_dir(), opt.KNOWLEDGE_DIR])
-    covered = opt.skipped_ids(kinds) | opt.already_in_place(state.baseline.info.runtime)
+    covered = opt.skipped_ids(kinds) | opt.already_in_place(run.baseline_runtime)
     options += [to_option(e, ctx) for e in kb.applicable(ctx) if e.id not in covered]
-    return rank_options(state, options, inside)
+    return rank_options(run, options, inside)
 
 
-def variant_options(state: RunState) -> list[Option]:
+def variant_options(run: RunRecord) -> list[Option]:
     """Options for the variants still in the search (dropped ones were dominated or failed the
     floor; the variants table keeps them with the reason)."""
-    floor_text = _floor_text(state)
+    floor_text = _floor_text(run)
     out = []
-    for c in state.candidates:
+    for c in run.candidates:
         if c.best_timing is None or c.dropped:
             continue
-        b = state.built_variant(c.variant_id)
-        out.append(opt.variant_option(c, b.manifest if b else {}, floor_margin(state, c),
-                                      state.hardware_label, floor_text))
+        b = run.built_variant(c.variant_id)
+        out.append(opt.variant_option(c, b.manifest if b else {}, floor_margin(run, c),
+                                      run.hardware_label, floor_text))
     return out
 
 
-def rank_options(state: RunState, options: list[Option], inside: bool | None) -> list[Option]:
+def rank_options(run: RunRecord, options: list[Option], inside: bool | None) -> list[Option]:
     """Rank by impact per effort within the risk budget; variants are scored as optimize's
     choice scores them (own percentile against one common baseline figure), so the top
     variant option is the variant the run chose."""
     key = objective_key(inside)
-    by_id = {f"variant-{c.variant_id}": c for c in state.candidates
+    by_id = {f"variant-{c.variant_id}": c for c in run.candidates
              if c.best_timing is not None and not c.dropped}
     common = common_baseline_ms(list(by_id.values()), key)
     objective = "cost" if inside else "p95"
@@ -243,13 +244,13 @@ def rank_options(state: RunState, options: list[Option], inside: bool | None) ->
         return -fig.mid if fig else 0.0
 
     ranked = rank(options, impact=impact, effort=lambda o: o.effort.level,
-                  risk=lambda o: o.risk.level, risk_budget=risk_budget(state.options.scenario))
+                  risk=lambda o: o.risk.level, risk_budget=risk_budget(run.scenario))
     return [r.item.model_copy(update={"within_risk_budget": r.within_risk_budget
                                       and r.item.within_risk_budget}) for r in ranked]
 
 
-def _caps(state: RunState) -> frozenset[str]:
-    hw = state.hardware
+def _caps(run: RunRecord) -> frozenset[str]:
+    hw = run.hardware
     if hw is None:
         return frozenset({"cpu"})
     caps = {"cpu"} | {f for f in hw.flags}
@@ -262,15 +263,15 @@ def _caps(state: RunState) -> frozenset[str]:
     return frozenset(caps)
 
 
-def recommendation(state: RunState, inside: bool | None) -> tuple[Recommendation, Serving]:
-    best: Candidate | None = recommended_candidate(state, inside)
-    sw = state.sweep
+def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation, Serving]:
+    best: Candidate | None = recommended_candidate(run, inside)
+    sw = run.sweep
     policy = sw.best if sw is not None else None
     if best is None:
-        vid = state.baseline_variant_id
-        passing = [c for c in state.candidates
+        vid = run.baseline_variant_id
+        passing = [c for c in run.candidates
                    if c.quality_verdict == "pass" and not c.is_baseline]
-        why = ("no variant was measured; keep the baseline" if not state.candidates else
+        why = ("no variant was measured; keep the baseline" if not run.candidates else
                "no variant met the quality floor; keep the baseline and take the "
                "non-quantizing options (serving policy, caching, input handling)"
                if not passing else
@@ -297,11 +298,11 @@ def recommendation(state: RunState, inside: bool | None) -> tuple[Recommendation
                           "the SLO at peak first, then the lowest tail, then fewest workers")
     else:
         # serve always finds a policy here; without a sweep it is the documented default
-        reason = next((s.reason for s in state.skipped if "sweep" in s.what),
+        reason = next((s.reason for s in run.skipped if "sweep" in s.what),
                       "no sweep ran")
         serving = Serving(variant_id=rec.variant_id, policy_id="default",
                           policy=ServePolicy(timeout_ms=serve_deadline_ms(
-                              state.options.scenario.slo.targets())).model_dump(
+                              run.scenario.slo.targets())).model_dump(
                               mode="json", exclude_none=True),
                           why=f"not swept ({reason}): ServePolicy defaults, not a measured "
                           "choice")

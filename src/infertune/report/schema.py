@@ -257,6 +257,34 @@ class Serving(_Model):
     why: str = ""
 
 
+class SloPoint(_Model):
+    """The recommended configuration load-tested at one rate of the scenario's traffic, through
+    serve's own runtime, with the queueing simulator's prediction for the same rate beside it."""
+
+    label: str  # "mean" or "peak"
+    offered: Figure  # the rate the schedule was built for
+    achieved: Figure | None = None
+    measured: Percentiles = Field(default_factory=Percentiles)
+    predicted: Percentiles = Field(default_factory=Percentiles)
+    shed: Figure | None = None  # share of requests refused, shed or failed
+    meets_slo: bool | None = None
+    goodput: Figure | None = None  # requests/s served within the SLO at this rate
+    cost_per_1k: Figure | None = None  # from the measured goodput
+
+
+class SloCheck(_Model):
+    """Does the recommended configuration meet the SLO here, measured? And if not, what would."""
+
+    variant_id: str | None = None
+    policy_id: str | None = None
+    targets: dict[str, float] = Field(default_factory=dict)  # the SLO, e.g. {"p99": 100.0}
+    points: list[SloPoint] = Field(default_factory=list)
+    cost_ceiling: Figure | None = None  # the scenario's cost_ceiling_usd_per_1k
+    within_ceiling: bool | None = None
+    verdict: str = ""  # one plain sentence
+    what_would: list[str] = Field(default_factory=list)  # when the SLO is not met here
+
+
 class Report(_Model):
     schema_: str = Field(default=SCHEMA, alias="schema")
     kind: Literal["advice", "run"] = "advice"
@@ -275,6 +303,7 @@ class Report(_Model):
     plots: PlotData = Field(default_factory=PlotData)
     recommendation: Recommendation | None = None
     serving: Serving | None = None
+    slo_check: SloCheck | None = None
     notes: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

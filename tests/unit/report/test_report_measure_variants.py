@@ -12,6 +12,7 @@ import pytest
 
 from infertune.config import load_scenario
 from infertune.models.loaders import load_torch_file
+from infertune.optimize.quickcheck import check_variants
 from infertune.report.advisor import advise
 from infertune.report.measured import add_measurements
 from infertune.report.provenance import assert_all_figures_have_provenance
@@ -37,6 +38,7 @@ def measured(tmp_path_factory):  # type: ignore[no-untyped-def]
     base = advise(sc)
     report = add_measurements(base, sc, str(folder), requests=40, budget_s=3.0,
                               hardware_text="test machine", variant_budget_s=2.0,
+                              check=check_variants,
                               hardware=helpers.hardware(["avx2", "avx512f", "avx512_vnni"]))
     return base, report
 
@@ -95,7 +97,7 @@ def test_non_text_model_keeps_option_estimates_with_a_note(tmp_path) -> None:
     example = np.zeros((1, 8), dtype=np.float32)
     report = add_measurements(base, sc, str(path), requests=30, budget_s=2.0,
                               load=lambda ref: load_torch_file(Path(ref), example=example),
-                              hardware_text="test machine")
+                              hardware_text="test machine", check=check_variants)
     assert report.options == base.options
     assert all(o.source == "estimate" for o in report.options)
     note = report.notes[-1]

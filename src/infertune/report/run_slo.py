@@ -1,0 +1,155 @@
+"""The run report's answer to "does the recommended configuration meet the SLO here?", from the
+load tests optimize ran through serve's own runtime at the scenario's mean and peak rates, with
+the queueing simulator's prediction for the same rate beside each measurement. When the SLO is
+not met, it says plainly what would, measured where it can be: the percentile actually
+reached, how many instances the peak needs from the measured per-instance goodput, and which
+input lengths alone take longer than the target.
+
+Goodput at a tested rate is the rate of requests answered within the SLO while every SLO
+percentile held (and at most 1% were shed); where the SLO did not hold there is no goodput at
+that rate. Cost per 1,000 requests divides the scenario's cost per hour by that goodput.
+"""
+
+from __future__ import annotations
+
+import math
+
+from infertune.optimize.record import RunRecord
+from infertune.optimize.serving import Validation
+from infertune.optimize.sweep import PolicyResult, SimStats, cost_per_1k
+from infertune.report.schema import Figure, Percentiles, SloCheck, SloPoint
+
+PCTS = ("p50", "p95", "p99")
+
+
+def slo_check(run: RunRecord) -> SloCheck | None:
+    sw = run.sweep
+    if sw is None:
+        return None
+    best = sw.best
+    sc = run.scenario
+    ceiling = sc.constraints.cost_ceiling_usd_per_1k
+    check = SloCheck(
+        variant_id=sw.variant_id, policy_id=best.policy_id, targets=dict(sw.slo),
+        cost_ceiling=Figure(value=ceiling, unit="USD per 1,000 requests", source="estimate",
+                            basis="stated in the scenario (constraints.cost_ceiling_usd_per_1k)")
+        if ceiling is not None else None)
+    for label, rate, predicted in (("mean", sw.mean_rps, best.at_mean),
+                                   ("peak", sw.peak_rps, best.at_peak)):
+        check.points.append(_point(run, best, label, rate, predicted,
+                                   run.validations.get(f"{best.policy_id}@{label}")))
+    costs = [p.cost_per_1k.value for p in check.points
+             if p.cost_per_1k is not None and p.cost_per_1k.value is not None]
+    if ceiling is not None and costs:
+        check.within_ceiling = min(costs) <= ceiling
+    check.verdict = _verdict(check, sw.peak_rps)
+    if not any(p.meets_slo for p in check.points if p.label == "peak"):
+        check.what_would = what_would(run, best, check)
+    return check
+
+
+def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicted: SimStats,
+           val: Validation | None) -> SloPoint:
+    hw = run.hardware_label
+    basis = f"queueing simulator fed with service times measured on {hw}"
+    point = SloPoint(
+        label=label, offered=Figure(value=rate, unit="requests/s", source="estimate",
+                                    basis=f"the scenario's stated {label} rate"),
+        predicted=Percentiles(**{k: Figure(value=round(predicted.percentile(k), 3), unit="ms",
+                                           source="estimate", basis=basis)
+                                 for k in PCTS if math.isfinite(predicted.percentile(k))}))
+    if val is None:
+        return point
+    stats = val.stats
+    n = max(stats.requests, 1)
+    what = (f"open-loop {val.seconds:.0f} s load test through serve's runtime in-process at "
+            f"{label} rate ({run.scenario.traffic.pattern or 'steady'} traffic)")
+    slo = best_slo(run)
+    point.achieved = Figure.measured(round(val.achieved_rate, 2), "requests/s", hw, n, what=what)
+    point.measured = Percentiles(**{k: Figure.measured(round(stats.percentile(k), 3), "ms", hw,
+                                                       n, what=what)
+                                    for k in PCTS if math.isfinite(stats.percentile(k))})
+    point.shed = Figure.measured(round(stats.shed * 100, 2), "% of requests shed or failed",
+                                 hw, n, what=what)
+    point.meets_slo = stats.meets(slo)
+    if point.meets_slo:
+        good = val.achieved_rate * (1 - stats.shed)
+        point.goodput = Figure.measured(round(good, 2), "requests/s within the SLO", hw, n,
+                                        what=what + "; every SLO percentile held, so this is a "
+                                        "lower bound on the goodput at the SLO")
+        cost = cost_per_1k(run.scenario.deployment.cost_per_hour_usd, good)
+        if cost is not None:
+            point.cost_per_1k = Figure(
+                value=float(f"{cost:.4g}"), unit="USD per 1,000 requests", source="estimate",
+                basis=f"the scenario's cost_per_hour_usd over the goodput measured at {label} "
+                      f"({good:.1f} requests/s on {hw})")
+    return point
+
+
+def best_slo(run: RunRecord) -> dict[str, float]:
+    return run.scenario.slo.targets()
+
+
+def _verdict(check: SloCheck, peak_rps: float) -> str:
+    targets = ", ".join(f"{k} <= {v:g} ms" for k, v in check.targets.items()) or "none stated"
+    measured = [p for p in check.points if p.meets_slo is not None]
+    config = f"{check.variant_id} with policy {check.policy_id}"
+    if not measured:
+        return (f"Not measured: the load tests of {config} did not run (see the notes); the "
+                "simulator's predictions stand alone.")
+    by = {p.label: p for p in measured}
+    if by.get("peak") is not None and by["peak"].meets_slo:
+        return (f"Measured here, {config} meets the SLO ({targets}) at the peak rate of "
+                f"{peak_rps:g} requests/s.")
+    if by.get("mean") is not None and by["mean"].meets_slo:
+        return (f"Measured here, {config} meets the SLO ({targets}) at the mean rate but not at "
+                f"the peak of {peak_rps:g} requests/s.")
+    return (f"Nothing tested here meets the SLO ({targets}): {config}, the best configuration "
+            "found, misses it at every tested rate on this machine.")
+
+
+def what_would(run: RunRecord, best: PolicyResult, check: SloCheck) -> list[str]:
+    out: list[str] = []
+    for p in check.points:
+        for key, target in check.targets.items():
+            fig = getattr(p.measured, key, None)
+            if fig is not None and fig.value is not None and fig.value > target:
+                out.append(f"at the {p.label} rate the measured {key} is {fig.value:.1f} ms "
+                           f"against the {target:g} ms target ({fig.value / target:.1f}x)")
+    out += _instances(run, best, check)
+    out += _long_inputs(run, check)
+    return out
+
+
+def _instances(run: RunRecord, best: PolicyResult, check: SloCheck) -> list[str]:
+    sw = run.sweep
+    assert sw is not None
+    kept = [p for p in check.points if p.goodput is not None and p.goodput.value]
+    if kept:
+        per = max(p.goodput.value for p in kept if p.goodput and p.goodput.value)
+        n = math.ceil(sw.peak_rps / per)
+        return [f"about {n} instances of this machine for the peak of {sw.peak_rps:g} "
+                f"requests/s: one instance measurably keeps the SLO at {per:.1f} requests/s "
+                "(measured lower bound, so this is at most the number needed)"]
+    if best.goodput_rps:
+        n = math.ceil(sw.peak_rps / best.goodput_rps)
+        return [f"estimate: about {n} instances for the peak, from the simulator's goodput of "
+                f"{best.goodput_rps:.1f} requests/s per instance (not confirmed by a load test "
+                "here)"]
+    return ["no number of instances of this machine: even a trickle of requests misses the "
+            "SLO in the simulation, so each request alone takes longer than the target; a "
+            "faster variant, shorter inputs or faster hardware is needed"]
+
+
+def _long_inputs(run: RunRecord, check: SloCheck) -> list[str]:
+    curve = run.curve
+    if curve is None or curve.seq_lens == [None] or not check.targets:
+        return []
+    target = min(check.targets.values())
+    over = [n for n in curve.seq_lens if n is not None and curve.latency_ms(1, n) > target]
+    if not over:
+        return []
+    first = min(over)
+    return [f"inputs of {first} tokens or more take longer than {target:g} ms alone (batch 1, "
+            f"forward only: the service curve measured on {run.hardware_label}); trimming or "
+            "routing them elsewhere is what would keep the rest inside the SLO"]

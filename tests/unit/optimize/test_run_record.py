@@ -1,0 +1,127 @@
+"""The run's typed record (run.json): it round-trips, the report is built from the saved files,
+and a damaged or foreign run directory is one clear error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infertune.config import Scenario, ServePolicy
+from infertune.errors import ConfigError
+from infertune.optimize.policy import serve_deadline_ms
+from infertune.optimize.record import RunRecord
+from infertune.optimize.search import Candidate, Skipped, Timing
+from infertune.optimize.serving import Validation
+from infertune.optimize.state import BuiltVariant, LoadCurve, RunPaths
+from infertune.optimize.sweep import (
+    SimStats,
+    SweepGrid,
+    policy_id,
+    sweep,
+)
+from infertune.report.run_report import build_run_report, write_run_report
+
+
+def timing(vid: str, p95: float, base_p95: float) -> Timing:
+    return Timing(vid, "proper", 400, p95 / 3, p95, p95 * 1.3, base_p95 / 3, base_p95,
+                  base_p95 * 1.3, p95 / base_p95, (0.1, 0.2), p95 / base_p95, (0.1, 0.2),
+                  "B is faster", 10.0)
+
+
+def fake_sim(policy: ServePolicy, rate: float) -> SimStats:
+    service = 4.0 + policy.max_batch_size
+    return SimStats(rate, service, service * 1.5, service * 2.0, shed=0.0, utilisation=0.5)
+
+
+def record(tmp_path: Path) -> RunRecord:
+    scenario = Scenario.model_validate({
+        "slo": {"p95_ms": 50, "p99_ms": 80},
+        "traffic": {"pattern": "steady", "mean_rps": 10, "peak_rps": 30},
+        "deployment": {"cost_per_hour_usd": 0.2}})
+    slo = scenario.slo.targets()
+    result = sweep(fake_sim, variant_id="int8", slo=slo, mean_rps=10, peak_rps=30,
+                   grid=SweepGrid((1, 4), (0.0,), (1,), (64,)),
+                   service_ms=lambda b: 4.0 + b, cost_per_hour_usd=0.2,
+                   timeout_ms=serve_deadline_ms(slo))
+    best = result.best
+    best.validated_peak = SimStats(30, 7.0, 12.0, 20.0, shed=0.0, mean_batch=1.5, requests=180)
+    folder = tmp_path / "variants" / "int8"
+    return RunRecord(
+        model="m", scenario=scenario, data_source="held.jsonl", quick=True, task="embedding",
+        baseline_runtime="torch", quality_count=64, hardware_label="test cpu (2 cores)",
+        baseline_variant_id="torch_fp32",
+        built=[BuiltVariant("int8", folder, "ONNX Runtime int8", manifest={
+            "runtime": "onnxruntime", "precision": "int8", "passes": [{"name": "quant"}]})],
+        candidates=[Candidate("int8", "int8", "pass", 0.995, (0.994, 0.996),
+                              proper=timing("int8", 9.0, 30.0))],
+        sweep=result,
+        validations={f"{best.policy_id}@peak": Validation(best.validated_peak, 29.5, 0.4, 6.0,
+                                                          [])},
+        load_curves=[LoadCurve(best.policy_id, [(7.5, 9.0), (30.0, 12.0)])],
+        skipped=[Skipped("variant torch_bf16", "not built: --quick", 30.0)],
+        notes=["a note"], stage_seconds={"setup": 0.1})
+
+
+def test_the_record_round_trips_through_run_json(tmp_path: Path) -> None:
+    run = record(tmp_path)
+    data = json.loads(json.dumps(run.to_dict()))
+    again = RunRecord.from_dict(data)
+    assert again.to_dict() == run.to_dict()
+    assert again.built[0].path == tmp_path / "variants" / "int8"
+    assert again.sweep is not None and again.sweep.best.policy["timeout_ms"] == 80.0
+
+
+def test_the_report_is_built_from_the_saved_files(tmp_path: Path) -> None:
+    run = record(tmp_path)
+    run.save(RunPaths(tmp_path))
+    report = write_run_report(tmp_path)
+    assert report == build_run_report(RunRecord.load(tmp_path)).to_dict()
+    assert (tmp_path / "report.json").is_file() and (tmp_path / "report.md").is_file()
+    assert report["recommendation"]["variant_id"] == "int8"
+    serving = report["serving"]
+    assert serving["policy_id"] == policy_id(ServePolicy(**serving["policy"]))
+    # the deadline serve applies to a run is stated in the report's policy
+    assert serving["policy"]["timeout_ms"] == 80.0
+
+
+def test_the_slo_check_shows_measured_beside_predicted_and_what_would(tmp_path: Path) -> None:
+    run = record(tmp_path)
+    check = build_run_report(run).slo_check
+    assert check is not None and check.targets == {"p95": 50.0, "p99": 80.0}
+    peak = next(p for p in check.points if p.label == "peak")
+    # measured p99 20 ms (load test) beside the simulator's 2 x (4 + batch) ms
+    assert peak.measured.p99.value == 20.0 and peak.measured.p99.source == "measured"
+    assert peak.predicted.p99.source == "estimate" and peak.predicted.p99.value is not None
+    assert peak.meets_slo is True and peak.goodput.value == 29.5  # achieved 29.5 req/s, 0 shed
+    # cost per 1,000 at the measured goodput: 0.2 USD/h / (29.5 req/s * 3600 s) * 1000
+    assert peak.cost_per_1k.value == pytest.approx(0.2 / (29.5 * 3.6), rel=1e-3)
+    assert "meets the SLO" in check.verdict and check.what_would == []
+    mean = next(p for p in check.points if p.label == "mean")
+    assert mean.meets_slo is None and mean.goodput is None  # not load-tested: no figure
+
+    # the same configuration missing the SLO at peak: the report says so and what would
+    assert run.sweep is not None
+    run.sweep.best.validated_peak = SimStats(30, 60.0, 120.0, 200.0, shed=0.0, requests=180)
+    run.validations = {f"{run.sweep.best.policy_id}@peak": Validation(
+        run.sweep.best.validated_peak, 29.0, 0.4, 6.0, []),
+        f"{run.sweep.best.policy_id}@mean": Validation(
+        SimStats(10, 6.0, 9.0, 12.0, shed=0.0, requests=60), 10.0, 0.3, 6.0, [])}
+    check = build_run_report(run).slo_check
+    assert check is not None
+    assert "at the mean rate but not at the peak" in check.verdict
+    assert any("measured p99 is 200.0 ms against the 80 ms target (2.5x)" in w
+               for w in check.what_would)
+    assert any(w.startswith("about 3 instances") for w in check.what_would)  # 30 / 10 req/s
+
+
+def test_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not an optimize run directory"):
+        RunRecord.load(tmp_path)
+    (tmp_path / "run.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        RunRecord.load(tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "something/v0"}))
+    with pytest.raises(ConfigError, match="re-run infertune optimize"):
+        RunRecord.load(tmp_path)
