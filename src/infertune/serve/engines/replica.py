@@ -36,8 +36,6 @@ from infertune.serve.app import create_app
 from infertune.serve.cascade import without_spinning
 from infertune.serve.runtime import ServeRuntime
 
-WARMUP_WAIT_S = 25.0  # under Ray's default health_check_timeout_s (30 s)
-
 
 @dataclass
 class HostedApp:
@@ -181,14 +179,16 @@ class InfertuneReplica:
 
     async def check_health(self) -> None:
         hosted = self._hosted
-        deadline = time.monotonic() + WARMUP_WAIT_S
-        while not hosted.ready() and hosted.warmup_error() is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError("infertune warm-up still running; not taking traffic yet")
-            await asyncio.sleep(0.02)
+        if self._ready_s is None:
+            # Ray's first call (before the replica counts as running): wait out the warm-up,
+            # however long the model takes; later calls answer at once
+            while not hosted.ready() and hosted.warmup_error() is None:
+                await asyncio.sleep(0.02)
         error = hosted.warmup_error()
         if error is not None:
             raise RuntimeError(error)
+        if not hosted.ready():
+            raise RuntimeError("infertune warm-up still running; not taking traffic yet")
         if self._ready_s is None:
             self._ready_s = time.monotonic() - self._started
 
