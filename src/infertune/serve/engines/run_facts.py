@@ -91,11 +91,16 @@ def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 
 
 
 def plan_for_run(run_dir: Path, policy: ServePolicy, limits: Limits | None = None,
-                 cold_start: Sourced | None = None) -> AutoscalePlan:
-    """The autoscaling plan for serving ``run_dir``'s variant with ``policy`` (``cold_start``
-    overrides the run's, e.g. a replica start measured on the cluster). ConfigError when the run
-    has no measured service curve or cold start and none is passed."""
+                 cold_start: Sourced | None = None,
+                 goodput: Sourced | None = None) -> AutoscalePlan:
+    """The autoscaling plan for serving ``run_dir``'s variant with ``policy``: max_replicas is
+    the instances needed at the peak. ``cold_start`` and ``goodput`` override the run's (a
+    replica start measured on the cluster; a per-replica goodput measured by a load test, e.g.
+    benchmarks/ray_scaling.py). ConfigError when the run has no measured service curve or
+    cold start and none is passed."""
     facts = read_run(run_dir)
+    if goodput is not None:
+        facts = replace(facts, goodput=goodput)
     if facts.service_ms is None:
         raise ConfigError(f"{run_dir / 'serving.json'} has no measured service curve; run "
                           "infertune optimize on this model first")

@@ -67,6 +67,10 @@ def test_plan_for_run_uses_the_run_and_the_policy(tmp_path: Path) -> None:
                             cold_start=Sourced(20.0, "measured on the cluster"))
     assert override.downscale_delay_s.value == 100.0  # 5 x (2 pushes of Ray's default 10 s)
     assert override.look_back_period_s.value == 50.0
+    measured = plan_for_run(_run(tmp_path / "c"), ServePolicy(max_batch_size=16),
+                            goodput=Sourced(450.0, "measured: 2-minute load test"))
+    assert measured.max_replicas.value == 2  # ceil(900 / 450)
+    assert "measured: 2-minute load test" in measured.replica_capacity_rps.reasoning
 
 
 def test_missing_and_malformed_measurements_name_the_fix(tmp_path: Path) -> None:
