@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -109,9 +110,14 @@ HEADER = (f"{'fault':<22} {'sent':>6} {'ok':>6} {'failed':>6} {'shed':>6} {'refu
           f"{'lost':>5} {'5xx':>5} {'p99 ms':>8}  notes")
 
 
+_SERIAL = itertools.count()
+
+
 def vector(i: int) -> dict[str, Any]:
-    """A unique, harmless request body (first value never -1 or 9)."""
-    return {"inputs": [[1000.0 + i, 1.0, 2.0, 3.0]]}
+    """A harmless request body, never sent twice by this process (a serial number in the
+    second value), so no scenario is answered from an earlier one's cache; the first value,
+    1000 + i, is never -1 or 9 and tells which request of a run a computed row came from."""
+    return {"inputs": [[1000.0 + i, float(next(_SERIAL)), 2.0, 3.0]]}
 
 
 async def open_loop(url: str, rate: float, duration_s: float,
