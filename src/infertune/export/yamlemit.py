@@ -34,7 +34,10 @@ def plain(node: Node) -> Any:
 
 def dump(doc: Node, header: Sequence[str] = ()) -> str:
     lines = [f"# {h}" if h else "#" for h in header]
-    _emit(doc, 0, lines)
+    if _is_leaf(doc):
+        lines.append(_leaf(doc))  # an empty mapping or list, or a lone scalar
+    else:
+        _emit(doc, 0, lines)
     return "\n".join(lines) + "\n"
 
 
@@ -51,8 +54,26 @@ def _scalar(value: Any) -> str:
     text = str(value)
     if _BARE_KEY.match(text) and text.lower() not in _RESERVED:
         return text
-    # a JSON string is a valid YAML double-quoted scalar (same escapes)
-    return json.dumps(text, ensure_ascii=False)
+    return _quote(text)
+
+
+def _quote(text: str) -> str:
+    """A YAML double-quoted scalar in printable ASCII: YAML readers refuse some characters
+    raw (NEL, BOM, surrogates), and read astral characters only as \\U escapes (JSON's
+    surrogate pairs come back as two characters)."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
 
 
 def _key(key: str) -> str:
@@ -61,7 +82,9 @@ def _key(key: str) -> str:
 
 def _comment(node: Node) -> str:
     if isinstance(node, Sourced):
-        return "  # " + " ".join(node.source.split())
+        # a comment is read too: keep it on one line, printable ASCII
+        text = " ".join(node.source.split()).encode("ascii", "replace").decode()
+        return "  # " + "".join(c if c.isprintable() else "?" for c in text)
     return ""
 
 
@@ -75,7 +98,8 @@ def _is_block(value: Any) -> bool:
     if not isinstance(value, str) or "\n" not in value.rstrip("\n") or not value.endswith("\n"):
         return False
     lines = value[:-1].split("\n")
-    return all(line == line.strip() and line for line in lines)
+    return all(line == line.strip() and line and line.isascii() and line.isprintable()
+               for line in lines)
 
 
 def _leaf(node: Node) -> str:

@@ -4,6 +4,8 @@ the awkward strings included."""
 from __future__ import annotations
 
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infertune.export.plan import Sourced
 from infertune.export.yamlemit import dump, dump_all, plain
@@ -35,3 +37,18 @@ def test_round_trip_equals_the_data() -> None:
 def test_several_documents() -> None:
     docs = [{"a": 1}, {"b": Sourced(2, "x")}]
     assert list(yaml.safe_load_all(dump_all(docs))) == [{"a": 1}, {"b": 2}]
+
+
+_scalars = (st.none() | st.booleans() | st.integers(-10**9, 10**9)
+            | st.floats(allow_nan=False, allow_infinity=False, width=32) | st.text(max_size=20))
+_leaves = _scalars | st.builds(Sourced, st.integers(-100, 100) | st.text(max_size=10),
+                               st.text(max_size=30))
+_docs = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=4),
+                     max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=8), _docs, max_size=5))
+def test_any_document_round_trips(doc: dict) -> None:
+    assert yaml.safe_load(dump(doc)) == plain(doc)
