@@ -163,7 +163,9 @@ def _poisson(spec: ScheduleSpec, rng: np.random.Generator) -> tuple[np.ndarray, 
 def _gamma(spec: ScheduleSpec, rng: np.random.Generator) -> tuple[np.ndarray, float]:
     duration = _duration(spec)
     b = spec.burstiness
-    draw = lambda k: rng.gamma(b, 1.0 / (spec.rate * b), k)  # noqa: E731 - mean gap 1/rate
+    def draw(k: int) -> np.ndarray:  # mean gap 1/rate, squared CV 1/b
+        return rng.gamma(b, 1.0 / (spec.rate * b), k)
+
     return _renewal(draw, spec.rate, duration), duration
 
 

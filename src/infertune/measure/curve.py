@@ -64,14 +64,15 @@ class ServiceCurve:
     @property
     def seq_lens(self) -> list[int | None]:
         lens = {p.seq_len for p in self.points}
-        return sorted(lens) if None not in lens else [None]
+        known = sorted(n for n in lens if n is not None)
+        return list(known) if None not in lens else [None]
 
     def latency_ms(self, batch_size: int, seq_len: int | None = None) -> float:
         """p50 forward latency for ``batch_size`` items of ``seq_len`` tokens (interpolated)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        lens = self.seq_lens
-        if lens == [None]:
+        lens = [n for n in self.seq_lens if n is not None]
+        if not lens:  # a tensor model's curve: batch size only
             return _interp_batch(self._row(None), batch_size)
         length = seq_len if seq_len is not None else (self.typical_seq_len or lens[0])
         per_len = [(lv, _interp_batch(self._row(lv), batch_size)) for lv in lens]
@@ -174,8 +175,8 @@ def measure_curve(adapter: Adapter, data: Sequence[Any], *,
     ``typical_seq_len`` (default: the shortest of ``seq_lens``, which is the data's median
     when they come from ``seq_lens_from_lengths``) answers ``latency_ms(b, None)``."""
     text = adapter.info.kind == "text" and seq_lens
-    grid: list[tuple[int, int | None]] = [(b, s) for s in (seq_lens if text else [None])
-                                          for b in batch_sizes]
+    lengths: list[int | None] = list(seq_lens) if text and seq_lens else [None]
+    grid: list[tuple[int, int | None]] = [(b, s) for s in lengths for b in batch_sizes]
     stream = template = None
     if text:
         template = adapter.preprocess(list(data[:2]))

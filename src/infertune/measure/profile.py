@@ -233,9 +233,11 @@ def _timed_rounds(adapter: Adapter, data: Sequence[Any], cfg: ProfileSettings,
         for r in range(cfg.rounds):
             chunk = requests[r * per_round:(r + 1) * per_round]
             done = len(samples)
-            got = time_requests(adapter, chunk,
-                                on_request=lambda i, d=done: report(step, d + i + 1,
-                                                                    per_round * cfg.rounds),
+
+            def on_request(i: int, d: int = done) -> None:
+                report(step, d + i + 1, per_round * cfg.rounds)
+
+            got = time_requests(adapter, chunk, on_request=on_request,
                                 budget_s=round_budget_s, min_requests=cfg.min_round_requests)
             samples.extend(got)
             e2e = np.asarray(got.e2e)

@@ -117,7 +117,8 @@ def _like(example: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def onnx_tensor_adapter(info: ModelInfo, runner: Any) -> TensorAdapter:
     """A TensorAdapter over an onnxruntime runner: one example per input shaped as the graph
     declares it without the batch axis, and the axes the graph names symbolically may vary."""
-    example, dynamic = {}, {}
+    example: dict[str, np.ndarray] = {}
+    dynamic: dict[str, tuple[int, ...]] = {}
     for inp in runner.session.get_inputs():
         dims = inp.shape[1:]  # the first axis is the batch
         example[inp.name] = np.zeros([d if isinstance(d, int) else 1 for d in dims],

@@ -83,7 +83,8 @@ def parse_floor(text: str) -> Floor:
         relative = match["pct"] is not None
         return _checked(Floor(metric.name, "drop", amount / 100 if relative else amount,
                               relative=relative), metric)
-    return _checked(Floor(metric.name, "bound", float(match["bound"]), op=match["op"]), metric)
+    op: Literal[">=", "<="] = ">=" if match["op"] == ">=" else "<="  # the regex allows only these
+    return _checked(Floor(metric.name, "bound", float(match["bound"]), op=op), metric)
 
 
 def floor_from_config(config: QualityFloor) -> Floor:

@@ -105,11 +105,19 @@ def _by_length(inputs: list[Any]) -> list[Any]:
 
 
 class Pass(Protocol):
-    name: str
-    source: str | None  # the pass whose Variant this one builds on; None: the baseline
-    # built on instead when ``source`` was not built (e.g. no transformer fusion for this
-    # graph, or an .onnx baseline): the variant then records the passes it really went through
-    fallback_source: str | None
+    # read-only in the protocol, so a pass may declare them as plain class attributes
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> str | None:
+        """The pass whose Variant this one builds on; None: the baseline."""
+
+    @property
+    def fallback_source(self) -> str | None:
+        """Built on instead when ``source`` was not built (e.g. no transformer fusion for this
+        graph, or an .onnx baseline): the variant then records the passes it really went
+        through."""
 
     def applies(self, ctx: PassContext) -> str | None: ...
 

@@ -149,7 +149,7 @@ def _residual_norm_graph(hidden: int, fused: bool) -> bytes:
     import numpy as np
     from onnx import TensorProto, helper
 
-    shape = [1, "tokens", hidden]
+    shape: list[str | int | None] = [1, "tokens", hidden]
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("x", "skip")]
     output = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
     weights = [helper.make_tensor(name, TensorProto.FLOAT, [hidden],
