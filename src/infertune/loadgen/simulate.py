@@ -2,7 +2,8 @@
 service-time curve; predicts latency percentiles, reject/shed rates and utilisation for a
 ServePolicy without sending a request, so a search can try thousands of policies.
 
-The server it models (the same rules as the in-process batcher, inprocess.py):
+The server it models, a simplification of serve's runtime (serve/queue.py, serve/batcher.py),
+which every real load test here runs (inprocess.py):
 
 - one FIFO queue of at most ``max_queue`` waiting requests; an arrival to a full queue is
   rejected;
@@ -11,6 +12,10 @@ The server it models (the same rules as the in-process batcher, inprocess.py):
 - when a batch is taken, queued requests older than ``timeout_ms`` are shed first;
 - a batch of b requests takes ``service.latency_ms(b, seq_len)`` where seq_len is the longest
   in the batch (padding), or None when no lengths are given.
+
+Not modelled: serve's length buckets, priorities, and its refusal at admission of a request the
+queue ahead would make late (it sheds at dispatch instead), nor the event loop's own time. The
+simulator is the fast pre-screen; its predictions are shown beside the runtime's measurements.
 
 ``service`` is anything with ``latency_ms(batch_size, seq_len=None) -> float`` (the ServiceTime
 protocol; measure.ServiceCurve fits it). It is called once per batch. A deterministic curve's

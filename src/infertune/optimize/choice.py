@@ -80,9 +80,13 @@ def measured_inside_slo(run: RunRecord) -> bool | None:
     return all(e2e.p(float(k[1:])) <= v for k, v in targets.items())
 
 
-def objective_key(inside: bool | None) -> str:
-    """Inside the SLO the run turns to cost (p50 ~ service time); outside it, to the tail."""
-    return "p50" if inside else "p95"
+def objective_key(inside: bool | None, slo: dict[str, float] | None = None) -> str:
+    """Inside the SLO the run turns to cost (p50 ~ service time); outside it, to the SLO's own
+    percentile (its highest, e.g. p99 for "p95 <= 50, p99 <= 80"), else p95."""
+    if inside:
+        return "p50"
+    named = [k for k in (slo or {}) if k in ("p50", "p95", "p99")]
+    return max(named, key=lambda k: int(k[1:])) if named else "p95"
 
 
 def common_baseline_ms(candidates: Sequence[Candidate], key: str) -> float | None:
@@ -99,18 +103,18 @@ def variant_impact(cand: Candidate, key: str, common: float | None) -> float:
 
 
 def _own(t: Timing, key: str) -> float:
-    return t.p50_ms if key == "p50" else t.p95_ms
+    return float(getattr(t, f"{key}_ms"))
 
 
 def _base(t: Timing | None, key: str) -> float:
     assert t is not None
-    return t.base_p50_ms if key == "p50" else t.base_p95_ms
+    return float(getattr(t, f"base_{key}_ms"))
 
 
 def ranked_variants(run: RunRecord, inside: bool | None) -> list[Ranked[Candidate]]:
     """The variants still in the search (timed, not dropped), best first."""
     alive = [c for c in run.candidates if c.best_timing is not None and not c.dropped]
-    key = objective_key(inside)
+    key = objective_key(inside, run.scenario.slo.targets())
     common = common_baseline_ms(alive, key)
 
     def manifest(c: Candidate) -> dict[str, Any]:

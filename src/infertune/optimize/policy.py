@@ -25,7 +25,13 @@ from infertune.optimize.serving import (
 )
 from infertune.optimize.state import LoadCurve, RunState, write_json
 from infertune.optimize.steps import candidate_from, judge, token_lengths
-from infertune.optimize.sweep import SimulateFn, SweepGrid, SweepResult, sweep
+from infertune.optimize.sweep import (
+    SimulateFn,
+    SweepGrid,
+    SweepResult,
+    rerank_measured,
+    sweep,
+)
 from infertune.quality import run_outputs
 
 NEED_SERVING_S = 20.0
@@ -101,6 +107,7 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
     state.sweep = result
     state.load_curves = load_curves(result, sim)
     _validate(state, budget, progress, adapter, mean, peak)
+    rerank_measured(result)
     best = result.best
     state.right_sizing = right_size(peak, best.goodput_rps, cores, cost)
     write_json(state.paths.serving, {

@@ -216,6 +216,29 @@ def rank_key(result: PolicyResult, slo: dict[str, float]) -> tuple[Any, ...]:
             result.policy["max_batch_size"], result.policy["max_wait_ms"])
 
 
+def measured_key(result: PolicyResult, slo: dict[str, float]) -> tuple[Any, ...]:
+    """rank_key on the load-tested figures (serve's runtime) instead of the simulated ones; a
+    rate that was not load-tested counts as not meeting the SLO."""
+    tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
+    peak, mean = result.validated_peak, result.validated_mean
+    return (not (peak is not None and peak.meets(slo)),
+            not (mean is not None and mean.meets(slo)),
+            round(peak.percentile(tail), 3) if peak is not None else math.inf,
+            result.policy["workers"], result.policy["max_batch_size"],
+            result.policy["max_wait_ms"])
+
+
+def rerank_measured(result: SweepResult) -> None:
+    """Put the load-tested policies first, ordered by what was measured: the simulator chose
+    which policies to test, the measurement decides which one to recommend."""
+    tested = [r for r in result.ranked
+              if r.validated_peak is not None or r.validated_mean is not None]
+    if not tested:
+        return
+    tested.sort(key=lambda r: measured_key(r, result.slo))
+    result.ranked = tested + [r for r in result.ranked if r not in tested]
+
+
 def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_rps: float,
           peak_rps: float, grid: SweepGrid, service_ms: Callable[[int], float],
           cost_per_hour_usd: float | None = None, keep: int = 5,

@@ -22,7 +22,7 @@ from infertune.optimize.policy import serve_deadline_ms
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Candidate, Timing
 from infertune.optimize.state import floor_for
-from infertune.optimize.sweep import SimStats
+from infertune.optimize.sweep import PolicyResult, SimStats
 from infertune.report import run_options as opt
 from infertune.report.advisor import _context, to_option
 from infertune.report.knowledge import HardwareProfile, default_dir, load_knowledge
@@ -230,11 +230,11 @@ def rank_options(run: RunRecord, options: list[Option], inside: bool | None) -> 
     """Rank by impact per effort within the risk budget; variants are scored as optimize's
     choice scores them (own percentile against one common baseline figure), so the top
     variant option is the variant the run chose."""
-    key = objective_key(inside)
+    key = objective_key(inside, run.scenario.slo.targets())
     by_id = {f"variant-{c.variant_id}": c for c in run.candidates
              if c.best_timing is not None and not c.dropped}
     common = common_baseline_ms(list(by_id.values()), key)
-    objective = "cost" if inside else "p95"
+    objective = "cost" if inside else key
 
     def impact(o: Option) -> float:
         c = by_id.get(o.id)
@@ -284,18 +284,19 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
     else:
         t = best.best_timing
         assert t is not None
+        key = objective_key(inside, run.scenario.slo.targets())
+        own, base = getattr(t, f"{key}_ms"), getattr(t, f"base_{key}_ms")
         rec = Recommendation(
             variant_id=best.variant_id, option_id=f"variant-{best.variant_id}",
             policy_id=policy.policy_id if policy else None, title=best.title,
             reason=(f"top-ranked variant (impact per effort within the risk budget) that "
                     f"meets the quality floor ({best.quality_verdict}); "
-                    f"p95 {t.p95_ms:.3g} ms against {t.base_p95_ms:.3g} ms for the baseline "
-                    f"({t.speedup_p95:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
+                    f"{key} {own:.3g} ms against {base:.3g} ms for the baseline "
+                    f"({base / own:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
                     "each)"))
     if policy is not None:
         serving = Serving(variant_id=sw.variant_id, policy_id=policy.policy_id,
-                          policy=policy.policy, why="best ranked policy of the sweep: meets "
-                          "the SLO at peak first, then the lowest tail, then fewest workers")
+                          policy=policy.policy, why=_policy_why(policy))
     else:
         # serve always finds a policy here; without a sweep it is the documented default
         reason = next((s.reason for s in run.skipped if "sweep" in s.what),
@@ -307,3 +308,11 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
                           why=f"not swept ({reason}): ServePolicy defaults, not a measured "
                           "choice")
     return rec, serving
+
+
+def _policy_why(policy: PolicyResult) -> str:
+    order = "meets the SLO at peak first, then at mean, then the lowest tail, then fewest workers"
+    if policy.validated_peak is not None or policy.validated_mean is not None:
+        return (f"best of the load-tested policies by what was measured through serve's "
+                f"runtime ({order}); the simulator chose which policies to test")
+    return f"best ranked policy of the simulated sweep ({order}); not load-tested"

@@ -14,6 +14,7 @@ from infertune.optimize.sweep import (
     goodput,
     instances_needed,
     policy_id,
+    rerank_measured,
     sweep,
 )
 
@@ -89,3 +90,26 @@ def test_sweep_result_round_trips() -> None:
 def test_instances_for_the_peak() -> None:
     assert instances_needed(100.0, 30.0) == 4
     assert instances_needed(100.0, None) is None
+
+
+def test_the_measurement_decides_among_the_load_tested_policies() -> None:
+    slo = {"p99": 30.0}
+    grid = SweepGrid((1, 4, 16), (0.0,), (1,), (64,))
+    result = sweep(fake_sim, variant_id="v", slo=slo, mean_rps=50.0, peak_rps=100.0, grid=grid,
+                   service_ms=service_ms)
+    first, second = result.ranked[0], result.ranked[1]
+    # measured through the runtime: the simulator's favourite misses the SLO at peak, the
+    # runner-up keeps it, so the runner-up is recommended; untested policies come after
+    first.validated_peak = SimStats(100.0, 20.0, 35.0, 45.0, shed=0.0)
+    second.validated_peak = SimStats(100.0, 10.0, 18.0, 25.0, shed=0.0)
+    untested = result.ranked[2:]
+    assert len(untested) == 1
+    rerank_measured(result)
+    assert result.best is second and result.ranked[1] is first
+    assert result.ranked[2:] == untested
+    # nothing load-tested: the simulated order stands
+    again = sweep(fake_sim, variant_id="v", slo=slo, mean_rps=50.0, peak_rps=100.0, grid=grid,
+                  service_ms=service_ms)
+    order = [r.policy_id for r in again.ranked]
+    rerank_measured(again)
+    assert [r.policy_id for r in again.ranked] == order
