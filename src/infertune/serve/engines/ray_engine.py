@@ -93,10 +93,14 @@ class RayEngine:
         self._connect()
         serve.start(http_options={"host": self.options.host, "port": self.options.port})
         measured = self._measure()
-        push, push_source = ((EMBEDDED_PUSH_INTERVAL_S, "set by infertune for its embedded "
-                              "one-node Ray") if self.options.embedded else
-                             (RAY_PUSH_INTERVAL_S, "Ray's default; a joined cluster may set its "
-                              "own"))
+        if self.options.embedded:
+            push = float(os.environ[PUSH_ENV[0]])
+            push_source = (f"{PUSH_ENV[0]} of the embedded one-node Ray"
+                           if push != EMBEDDED_PUSH_INTERVAL_S else
+                           "set by infertune for its embedded one-node Ray")
+        else:
+            push = RAY_PUSH_INTERVAL_S
+            push_source = "Ray's default; a joined cluster may set its own"
         plan = derive_plan(
             ReplicaFacts(
                 service_ms=measured.service_ms,
@@ -106,16 +110,17 @@ class RayEngine:
                 cold_start_source="measured: first replica, deploy to warmed up on this cluster",
                 max_batch_size=self.policy.max_batch_size, max_wait_ms=self.policy.max_wait_ms,
                 goodput_rps=self.run.goodput.value if self.run.goodput else None,
-                goodput_source=self.run.goodput.source if self.run.goodput else ""),
+                goodput_source=self.run.goodput.source if self.run.goodput else "",
+                inputs_per_request=self.run.inputs_per_request),
             self.run.demand,
             self.run.limits(Limits(cpus_per_replica=self.options.cpus_per_replica,
                                    cluster_cpus=measured.cluster_cpus)),
             push_interval_s=push, push_source=push_source)
-        self.apply(plan)
         self.plan = plan
         self._save(plan, measured)
         for line in plan.lines():
             self.echo(line)
+        self.apply(plan)
         return plan
 
     def _connect(self) -> None:

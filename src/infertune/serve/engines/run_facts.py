@@ -3,7 +3,8 @@
 
 Keys read (each optional; a missing one leaves the fact unknown, never invented):
   scenario.yaml   slo, traffic (mean_rps, peak_rps, pattern), deployment.cost_per_hour_usd,
-                  constraints.cost_ceiling_usd_per_1k
+                  constraints.cost_ceiling_usd_per_1k, inputs.typical.batch_size (inputs per
+                  request)
   serving.json    "curve" (measure.curve.ServiceCurve dict), "right_sizing".goodput_per_instance
                   (the sweep's simulated goodput of the chosen policy: an estimate)
   profile.json    "cold_start".total_s (import + load + first inference in a fresh process)
@@ -45,6 +46,7 @@ class RunFacts:
     service_source: str = ""
     cold_start: Sourced | None = None
     goodput: Sourced | None = None
+    inputs_per_request: float = 1.0  # the scenario's typical batch size
 
     def limits(self, base: Limits) -> Limits:
         """``base`` (CPUs) with this run's money facts."""
@@ -69,7 +71,10 @@ def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 
     scenario_path = run_dir / "scenario.yaml"
     if scenario_path.is_file():
         scenario = load_scenario(scenario_path)
+        typical = scenario.inputs.typical
         facts = replace(facts, demand=demand_from_scenario(scenario, str(scenario_path)),
+                        inputs_per_request=float(typical.batch_size)
+                        if typical is not None and typical.batch_size else 1.0,
                         cost_per_hour_usd=scenario.deployment.cost_per_hour_usd,
                         cost_ceiling_usd_per_1k=scenario.constraints.cost_ceiling_usd_per_1k)
     serving = _json(run_dir / "serving.json")
@@ -114,7 +119,8 @@ def plan_for_run(run_dir: Path, policy: ServePolicy, limits: Limits | None = Non
         cold_start_s=cold.value, cold_start_source=cold.source,
         max_batch_size=policy.max_batch_size, max_wait_ms=policy.max_wait_ms,
         goodput_rps=facts.goodput.value if facts.goodput else None,
-        goodput_source=facts.goodput.source if facts.goodput else "")
+        goodput_source=facts.goodput.source if facts.goodput else "",
+        inputs_per_request=facts.inputs_per_request)
     return derive_plan(replica, facts.demand, facts.limits(limits or Limits()))
 
 

@@ -19,6 +19,7 @@ slo: {p95_ms: 40, p99_ms: 60}
 traffic: {pattern: bursty, mean_rps: 100, peak_rps: 900}
 deployment: {cost_per_hour_usd: 1.0}
 constraints: {cost_ceiling_usd_per_1k: 0.002}
+inputs: {typical: {batch_size: 2}}
 """
 
 
@@ -46,6 +47,7 @@ def test_read_run_collects_every_fact_with_its_source(tmp_path: Path) -> None:
     assert (facts.demand.mean_rps, facts.demand.peak_rps, facts.demand.pattern) == (
         100.0, 900.0, "bursty")
     assert (facts.cost_per_hour_usd, facts.cost_ceiling_usd_per_1k) == (1.0, 0.002)
+    assert facts.inputs_per_request == 2.0
     assert facts.service_ms is not None
     assert facts.service_ms[1] == 5.0 and facts.service_ms[4] == 10.0
     assert facts.service_ms[8] == pytest.approx(10.0 + 4 * 20.0 / 12)  # interpolated
@@ -59,6 +61,7 @@ def test_plan_for_run_uses_the_run_and_the_policy(tmp_path: Path) -> None:
                         Limits(cluster_cpus=8.0))
     # W(16) = 2 + 60 = 62 > 60; W(8) = 2 + 2 x 16.67 = 35.3 fits: b* = 8
     assert "b*=8" in plan.target_ongoing_requests.reasoning
+    assert "/ 2 inputs per request" in plan.target_ongoing_requests.reasoning
     assert plan.replica_capacity_rps.value == 300.0  # the run's goodput
     assert plan.min_replicas.value == 3  # bursty: the 900 req/s peak at once / 300
     # cost: 3.6 x 900 x 0.002 / 1.0 = 6.48 -> 6 affordable; 3 needed
