@@ -48,7 +48,7 @@ _docs = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=4)
                      max_leaves=20)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.text(min_size=1, max_size=8), _docs, max_size=5))
 def test_any_document_round_trips(doc: dict) -> None:
     assert yaml.safe_load(dump(doc)) == plain(doc)
