@@ -28,6 +28,8 @@ X86_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_t
 ARM_FEATURES = {"asimd": "neon", "neon": "neon", "asimddp": "asimd_dotprod", "i8mm": "i8mm",
                 "bf16": "arm_bf16"}
 LIBRARIES = ("torch", "onnxruntime", "transformers", "numpy", "onnx")
+# INT8 dot products that cannot saturate with U8S8 operands at full 8-bit range
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 _NO_LIMIT_BYTES = 1 << 60  # cgroup v1 writes "no limit" as a number near 2**63
 
 
@@ -399,3 +401,18 @@ def _capability(gpu: GpuInfo) -> float:
         return float(gpu.compute_capability or 0)
     except ValueError:
         return 0.0
+
+
+def int8_saturation_risk(hw: HardwareInfo, activation: str, weight: str,
+                         reduce_range: bool) -> str | None:
+    """Why an INT8 scheme (chosen on another machine) computes wrong results on this CPU, or
+    None. Without VNNI, x86 runs U8S8 on vpmaddubsw, whose 16-bit pair sums saturate when the
+    weights use the full 8-bit range: on tests/helpers/onnx_graphs.py's MLP that raised the
+    max error from 0.037 to 0.147 on an AVX2-only EPYC."""
+    x86 = not hw.arch.startswith(("arm", "aarch")) and "neon" not in hw.flags
+    if (x86 and (activation, weight) == ("uint8", "int8") and not reduce_range
+            and not any(hw.has(f) for f in VNNI_FLAGS)):
+        return ("this INT8 variant uses full-range U8S8 weights, chosen on a CPU with VNNI; "
+                "this CPU has no VNNI, where that kernel saturates and loses accuracy; rebuild "
+                "it here (infertune optimize) or serve it on a CPU with avx512_vnni/avx_vnni")
+    return None

@@ -281,3 +281,19 @@ def test_nvml_devices_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     assert hardware.nvidia_gpus() == [
         GpuInfo(name="NVIDIA H200", memory_gb=141.0, driver="550.54", compute_capability="9.0")]
+
+
+@pytest.mark.parametrize("name, scheme, risky", [
+    ("avx2", ("uint8", "int8", False), True),   # a VNNI-built variant served without VNNI
+    ("avx2", ("uint8", "int8", True), False),   # 7-bit weights: no saturation
+    ("avx2", ("uint8", "uint8", False), False),
+    ("zen4", ("uint8", "int8", False), False),
+    ("sapphire_rapids", ("uint8", "int8", False), False),
+    ("graviton3", ("int8", "int8", False), False),
+])
+def test_int8_saturation_risk_of_a_scheme_on_each_machine(
+        name: str, scheme: tuple[str, str, bool], risky: bool, tmp_path: Path) -> None:
+    risk = hardware.int8_saturation_risk(profile_hardware(name, tmp_path), *scheme)
+    assert (risk is not None) is risky
+    if risk:
+        assert "rebuild it here" in risk and "\n" not in risk

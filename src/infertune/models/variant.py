@@ -137,6 +137,15 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def int8_scheme(self) -> tuple[str, str, bool] | None:
+        """(activation, weight, reduce_range) of the INT8 pass that built this variant."""
+        for record in reversed(self.passes):
+            settings = record.settings
+            if "weight_type" in settings and "reduce_range" in settings:
+                return (str(settings.get("activation_type", "uint8")),
+                        str(settings["weight_type"]), bool(settings["reduce_range"]))
+        return None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
         data = dict(data)

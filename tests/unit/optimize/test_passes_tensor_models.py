@@ -16,6 +16,7 @@ from int8_reference import simulate_dynamic_int8
 from onnx_graphs import OUT, WIDTH, make_conv, make_mlp
 from optimize_tiny_helpers import hardware
 
+from infertune.hardware import int8_saturation_risk
 from infertune.models import load
 from infertune.optimize import PassContext, QualityTarget, build_variants
 from infertune.optimize.builder import registry
@@ -98,8 +99,13 @@ def test_dynamic_int8_computes_what_its_recorded_scheme_should(built) -> None:
     """The variant's outputs match a numpy model of its own recorded INT8 scheme (no
     saturation): this holds on any CPU for a scheme that is safe there, and fails by ~0.14 on
     this MLP for full-range U8S8 run without VNNI."""
-    _assert_matches_its_scheme(built["ort_int8_dynamic_per_channel"], built["ort_fp32"],
-                               _inputs(8))
+    int8 = built["ort_int8_dynamic_per_channel"]
+    _assert_matches_its_scheme(int8, built["ort_fp32"], _inputs(8))
+    settings = int8.manifest.passes[-1].settings
+    scheme = int8.manifest.int8_scheme()
+    assert scheme == ("uint8", settings["weight_type"], settings["reduce_range"])
+    assert int8_saturation_risk(this_cpu(), *scheme) is None  # built here: safe here
+    assert built["ort_fp32"].manifest.int8_scheme() is None
 
 
 def _assert_matches_its_scheme(int8, fp32, x: list[np.ndarray]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infertune.errors import NotApplicableError
-from infertune.hardware import HardwareInfo
+from infertune.hardware import VNNI_FLAGS, HardwareInfo
 from infertune.models.runners import OrtRunner, ort_session
 from infertune.models.variant import Agreement, PassRecord
 from infertune.optimize.passes._text import TOKENIZER_DIR
@@ -36,7 +36,6 @@ COUNTED_OPS = ("Attention", "MultiHeadAttention", "SkipLayerNormalization",
                "EmbedLayerNormalization", "BiasGelu", "FastGelu", "Gelu", "LayerNormalization",
                "MatMul", "MatMulInteger", "DynamicQuantizeMatMul", "QAttention",
                "DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "QLinearMatMul")
-VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
 @contextlib.contextmanager
