@@ -9,7 +9,7 @@ scenarios are the ones tests/integration/serve/test_serve_faults.py asserts on, 
     redis hang, then kill   SIGSTOP Redis at 25% of the run, SIGCONT at 50%, SIGKILL at 75%
     model raises on inputs  every 5th request holds an input the model raises on
     stalled model call      one batch stalls 3 s (workers=1) under half-capacity load
-    slow clients            20 sockets trickle headers, 3 trickle bodies (body_timeout_s 1)
+    slow clients            200 sockets trickle headers, 3 trickle bodies (body_timeout_s 1)
     3x capacity             open loop at 3x capacity for 30 s, no deadline configured
     SIGTERM under load      SIGTERM at 40% of the run, one connection per request
 
@@ -56,7 +56,7 @@ def main() -> int:
             runs: list[Callable[[], faults.FaultRow]] = [
                 lambda: faults.redis_hang_then_kill(server, redis, rate, args.seconds),
                 lambda: faults.poisoned_inputs(server, rate / 2, args.seconds),
-                lambda: faults.slow_clients(server, 20, 3, int(rate * args.seconds / 4), 3),
+                lambda: faults.slow_clients(server, 200, 3, int(rate * args.seconds / 4), 3),
                 lambda: faults.overload(server, capacity, 3, 30),
                 lambda: faults.stalled_call(server, rate, max(args.seconds, 5)),
             ]

@@ -62,7 +62,7 @@ def test_model_raising_on_some_inputs_fails_only_those_requests(server) -> None:
 
 
 def test_slow_clients_trickling_headers_and_bodies_do_not_hold_real_requests(server) -> None:
-    row = faults.slow_clients(server, header_tricklers=20, body_tricklers=3, requests=30,
+    row = faults.slow_clients(server, header_tricklers=100, body_tricklers=3, requests=30,
                               trickle_s=3)
     _clean(row)
     assert row.ok == 30 and row.notes["body_408"] == 3, row
