@@ -217,8 +217,9 @@ class ServePolicy(_Strict):
     """How a variant is served: the dynamic-batching and queueing knobs that optimize sweeps,
     plus the serving runtime's cache, safety and cascade settings (serve/ reads all of them).
 
-    ``timeout_ms`` is the default per-request deadline when a request names none (None: no
-    deadline). ``api_key_env`` names the environment variable holding the API key, never the
+    ``timeout_ms`` is the default per-request deadline when a request names none (None: the
+    serving runtime's overload bound, max(50 ms, max_wait_ms + 3 full-batch service times) from
+    entering the queue; see serve/runtime.py). ``api_key_env`` names the environment variable holding the API key, never the
     key itself, so a policy file can be committed."""
 
     max_batch_size: int = Field(default=8, ge=1, le=1024)
