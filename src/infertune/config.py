@@ -219,8 +219,8 @@ class ServePolicy(_Strict):
 
     ``timeout_ms`` is the default per-request deadline when a request names none (None: the
     serving runtime's overload bound, max(50 ms, max_wait_ms + 3 full-batch service times) from
-    entering the queue; see serve/runtime.py). ``api_key_env`` names the environment variable holding the API key, never the
-    key itself, so a policy file can be committed."""
+    entering the queue; see serve/runtime.py). ``api_key_env`` names the environment variable
+    holding the API key, never the key itself, so a policy file can be committed."""
 
     max_batch_size: int = Field(default=8, ge=1, le=1024)
     max_wait_ms: float = Field(default=2.0, ge=0, le=10_000)
