@@ -93,10 +93,24 @@ def load_series(run: RunRecord) -> list[Series]:
             for c in run.load_curves]
 
 
+def _complete_search(run: RunRecord) -> list[str]:
+    """What a complete search of this model would take here: the seconds the stages took plus
+    each skipped step's stated need (an estimate: the needs are per-step minimums)."""
+    missing = [s.need_s for s in run.skipped if s.need_s]
+    if not missing:
+        return []
+    spent = sum(run.stage_seconds.values())
+    return [f"a complete search of this model on this machine would need a budget of about "
+            f"{spent + sum(missing):.0f} s (estimate: the {spent:.0f} s the stages took here "
+            f"plus the stated need of the {len(missing)} steps left out; pass --budget with "
+            "at least that)"]
+
+
 def notes(run: RunRecord) -> list[str]:
     out = [f"not measured: {s.what} ({s.reason}"
            + (f"; it would need about {s.need_s:.0f} s more)" if s.need_s else ")")
            for s in run.skipped]
+    out += _complete_search(run)
     out += run.notes
     io = run.input_options
     if io is not None and io.cache is not None:

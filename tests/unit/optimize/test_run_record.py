@@ -84,6 +84,8 @@ def test_the_report_is_built_from_the_saved_files(tmp_path: Path) -> None:
     assert serving["policy_id"] == policy_id(ServePolicy(**serving["policy"]))
     # the deadline serve applies to a run is stated in the report's policy
     assert serving["policy"]["timeout_ms"] == 80.0
+    # one skipped step needing 30 s on top of 0.1 s of stages: the budget a full search needs
+    assert any("would need a budget of about 30 s" in n for n in report["notes"])
 
 
 def test_the_slo_check_shows_measured_beside_predicted_and_what_would(tmp_path: Path) -> None:
