@@ -6,7 +6,7 @@ set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus)  # promtool checks serve/alerts.yaml
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)  # promtool checks the generated alert rules
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != "0" ]; then
   # Not root: the tests that need these services fail with this same hint (in CI they must run).
