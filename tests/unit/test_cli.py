@@ -159,3 +159,28 @@ def test_internal_error_exits_3_and_names_the_log(monkeypatch: pytest.MonkeyPatc
     log = tmp_path / "last-error.log"
     assert len(err) == 1 and str(log) in err[0] and "KeyError" in err[0]
     assert "Traceback" in log.read_text() and "oops" in log.read_text()
+
+
+@pytest.mark.parametrize("machine, scheme, warned", [
+    ("avx2", {"weight_type": "int8", "reduce_range": False}, True),
+    ("avx2", {"weight_type": "int8", "reduce_range": True}, False),
+    ("zen4", {"weight_type": "int8", "reduce_range": False}, False),
+    ("avx2", None, False),  # an fp32 variant has no INT8 scheme to worry about
+])
+def test_serve_warns_when_a_variant_int8_scheme_saturates_here(
+        machine: str, scheme: dict | None, warned: bool, tmp_path: Path) -> None:
+    from infertune.cli.serve import int8_warnings
+    from infertune.models.variant import Manifest, PassRecord
+
+    passes = [PassRecord("ort_fp32")]
+    if scheme is not None:
+        passes.append(PassRecord("ort_int8_dynamic_per_channel",
+                                 {"activation_type": "uint8", **scheme}))
+    folder = tmp_path / "variant"
+    folder.mkdir()
+    manifest = Manifest(id="v", runtime="onnxruntime", precision="int8", kind="tensor",
+                        task="embedding", model_file="model.onnx", passes=passes)
+    (folder / "manifest.json").write_text(json.dumps(manifest.to_dict()))
+    found = int8_warnings(str(folder), profile_hardware(machine, tmp_path))
+    assert bool(found) is warned
+    assert int8_warnings("minilm", profile_hardware(machine, tmp_path)) == []

@@ -25,6 +25,8 @@ from pydantic import ValidationError
 
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
+from infertune.hardware import HardwareInfo, detect, int8_saturation_risk
+from infertune.models.variant import read_manifest
 
 
 def resolve_target(ref: str) -> tuple[str, dict[str, Any]]:
@@ -104,6 +106,17 @@ def size_model_threads(adapter: Any, policy: ServePolicy, cores: int) -> int | N
     threads = policy.model_threads or max(1, cores // policy.workers)
     torch.set_num_threads(threads)
     return threads
+
+
+def int8_warnings(model_ref: str, here: HardwareInfo) -> list[str]:
+    """A variant whose recorded INT8 scheme saturates on this CPU (built on a VNNI machine,
+    served on one without) still answers, but less accurately: say so at start and in /readyz."""
+    folder = Path(model_ref)
+    if not (folder / "manifest.json").is_file():
+        return []
+    scheme = read_manifest(folder, verify=False).int8_scheme()
+    risk = int8_saturation_risk(here, *scheme) if scheme else None
+    return [risk] if risk else []
 
 
 def exposure_warnings(host: str, policy: ServePolicy, insecure_no_auth: bool) -> list[str]:
@@ -212,6 +225,7 @@ def register(app: typer.Typer) -> None:
             "max_queue": max_queue, "workers": workers, "redis_url": redis_url,
             "timeout_ms": timeout_ms, "api_key_env": api_key_env})
         warnings = exposure_warnings(host, policy, insecure_no_auth)
+        warnings += int8_warnings(model_ref, detect(with_gpus=False))
         if alerts_out is not None:  # the generator and inputs `infertune export` uses
             from infertune.cli.export import alert_thresholds_for
             from infertune.serve.alerts import write_rules
@@ -232,8 +246,6 @@ def register(app: typer.Typer) -> None:
             from infertune.serve.cascade import without_spinning
 
             adapter, fast = without_spinning(adapter, fast)
-        from infertune.hardware import detect
-
         threads = size_model_threads(adapter, policy, detect(with_gpus=False).effective_cores)
         app_ = create_app(adapter, policy, fast_adapter=fast, warnings=warnings)
         shown = f", {threads} model thread(s) per worker" if threads else ""
