@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from infertune.errors import ConfigError
+from infertune.report.render import FORMATS, render, write_report
+from infertune.report.schema import Report
 
 
 def register(app: typer.Typer) -> None:
@@ -20,9 +22,6 @@ def register(app: typer.Typer) -> None:
                                    "report.html beside report.json")] = None,
     ) -> None:
         """Re-render a run's report.json (schema infertune.report/v1)."""
-        from infertune.report.render import FORMATS, render, write_report
-        from infertune.report.schema import Report
-
         if fmt is not None and fmt not in FORMATS:
             raise ConfigError(f"--format {fmt!r} is not supported; use one of "
                               f"{', '.join(FORMATS)}")

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from infertune.measure.collector import steady_gc
+from infertune.measure.compare import compare_samples
+from infertune.measure.summary import LatencySummary
 
 # Minimum seconds a step needs to yield a figure worth reporting (on a 2-core machine).
 NEED_QUICK_S = 4.0
@@ -189,8 +191,6 @@ def quick_timing(variant_id: str, base_ms: Sequence[float], variant_ms: Sequence
                  seed: int = 0) -> Timing:
     """A screening Timing from separate (not interleaved) runs on the same requests; the
     proper figure comes from ``measure_against_baseline`` for the survivors."""
-    from infertune.measure.compare import compare_samples
-    from infertune.measure.summary import LatencySummary
 
     n = min(len(base_ms), len(variant_ms))
     a, b = list(base_ms[:n]), list(variant_ms[:n])

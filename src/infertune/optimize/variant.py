@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from infertune.errors import InternalError
+from infertune.models import load
 from infertune.models.base import Adapter
 from infertune.models.variant import (
     MANIFEST,
@@ -43,8 +44,6 @@ class Variant:
         return self.manifest.id
 
     def load(self) -> Adapter:
-        from infertune.models import load
-
         return load(self.path)
 
     @classmethod

@@ -2,7 +2,8 @@
 SVG strings (no files, no network, no JavaScript). Each function returns None when its data
 is absent, so the renderer simply leaves the plot out (advise reports have none).
 
-Plots only draw the figures already in the report; they compute nothing new.
+Plots only draw the figures already in the report; they compute nothing new. matplotlib is
+imported where a plot is drawn: it costs about a second, and only the HTML rendering needs it.
 """
 
 from __future__ import annotations

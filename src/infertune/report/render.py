@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Literal
 
 from infertune.errors import ConfigError
+from infertune.report.render_html import render_html
+from infertune.report.render_md import render_markdown
 from infertune.report.schema import Report
 
 Format = Literal["md", "html", "json"]
@@ -18,12 +20,8 @@ def render(report: Report, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(report.to_dict(), indent=2) + "\n"
     if fmt == "md":
-        from infertune.report.render_md import render_markdown
-
         return render_markdown(report)
     if fmt == "html":
-        from infertune.report.render_html import render_html
-
         return render_html(report)
     raise ConfigError(f"format {fmt!r} is not supported; use one of {', '.join(FORMATS)}")
 
