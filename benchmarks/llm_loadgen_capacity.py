@@ -8,7 +8,9 @@ core when there is one; this process, the client, is pinned to one core. Each li
 measured open-loop run at a constant rate. Concurrent streams are measured, not assumed: the
 mean number of requests in flight (sum of each request's send-to-last-byte time / run length).
 The ITL columns show whether the server kept its pace (a server that falls behind shows there,
-not in client lag); "client CPU" is this process's CPU time over the run's wall time.
+not in client lag); "client CPU" is this process's CPU time over the run's wall time, and
+"us/token" that CPU time per output token received (CPU time, so a busy machine inflates it
+less than it inflates lag).
 
     .venv/bin/python benchmarks/llm_loadgen_capacity.py [--seconds 5] [--rates 10 20 50 ...]
         [--itl-ms 10] [--output-tokens 64]
@@ -73,8 +75,8 @@ def main() -> None:
           f"({len(cores)} cores visible; load average {os.getloadavg()[0]:.1f}); "
           f"{args.output_tokens} tokens per stream, one per {args.itl_ms:g} ms")
     print(f"{'rate/s':>7} {'achieved':>8} {'ok':>5} {'streams':>8} {'tokens/s':>9} "
-          f"{'lag p50':>8} {'lag p99':>8} {'ITL p50':>8} {'ITL p99':>8} {'client CPU':>10}  "
-          "verdict")
+          f"{'lag p50':>8} {'lag p99':>8} {'ITL p50':>8} {'ITL p99':>8} {'client CPU':>10} "
+          f"{'us/token':>8}  verdict")
     prompts = synthetic_prompts(8, args.output_tokens)
     best: tuple[float, float, float] | None = None
     try:
@@ -93,10 +95,12 @@ def main() -> None:
             within = abs(load.achieved_rate - rate) <= 0.02 * rate
             ok = lag["p99"] < LAG_P99_LIMIT_MS and within and load.ok == load.sent
             itl = result.itl
+            tokens = result.output_tokens.total if result.output_tokens else 0
+            per_token = cpu / tokens * 1e6 if tokens else float("nan")
             print(f"{rate:7.0f} {load.achieved_rate:8.1f} {load.ok:5d} {streams:8.1f} "
                   f"{result.output_tokens_per_s:9.0f} {lag['p50']:8.3f} {lag['p99']:8.3f} "
                   f"{itl.p50 if itl else float('nan'):8.2f} "
-                  f"{itl.p99 if itl else float('nan'):8.2f} {cpu / wall:10.0%}  "
+                  f"{itl.p99 if itl else float('nan'):8.2f} {cpu / wall:10.0%} {per_token:8.1f}  "
                   f"{'sustained' if ok else 'no'}")
             if ok:
                 best = (rate, streams, result.output_tokens_per_s)

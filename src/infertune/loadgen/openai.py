@@ -218,33 +218,47 @@ class OpenAITarget:
             return Reply("error")
 
     async def _read_events(self, resp: aiohttp.ClientResponse, stream: _Stream) -> bool:
-        """Read ``data:`` lines until ``[DONE]`` (True) or the end of the body (False)."""
+        """Read ``data:`` lines until ``[DONE]`` (True) or the end of the body (False).
+
+        Reads whatever bytes have arrived and splits them here rather than awaiting line by
+        line: one await per network read, not two per event (each SSE event is a data line
+        and a blank line). Events that arrive in one read share its arrival time, which is
+        when the client could first have seen them."""
         key = "delta" if self.api == "openai-chat" else None
-        async for raw in resp.content:
-            line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue  # comments, event names, blank separators
+        pending = b""
+        async for chunk in resp.content.iter_any():
             now = self.clock()
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                return True
-            try:
-                event = json.loads(payload)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
-            text = _content(event, key)
-            if text:
-                stream.tokens.append(now)
-                stream.pieces.append(text)
-            usage = event.get("usage")
-            if isinstance(usage, dict):
-                stream.usage_out = _int(usage.get("completion_tokens"))
-                stream.usage_in = _int(usage.get("prompt_tokens"))
-            timing = event.get("infertune_timing")
-            if isinstance(timing, dict):
-                _read_server_timing(timing, stream)
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                if self._event(line, now, stream, key):
+                    return True
+        return self._event(pending, self.clock(), stream, key)
+
+    def _event(self, raw: bytes, now: float, stream: _Stream, key: str | None) -> bool:
+        """Take one SSE line; True when it is the ``[DONE]`` sentinel."""
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            return False  # comments, event names, blank separators
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            return True
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            return False
+        if not isinstance(event, dict):
+            return False
+        text = _content(event, key)
+        if text:
+            stream.tokens.append(now)
+            stream.pieces.append(text)
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            stream.usage_out = _int(usage.get("completion_tokens"))
+            stream.usage_in = _int(usage.get("prompt_tokens"))
+        timing = event.get("infertune_timing")
+        if isinstance(timing, dict):
+            _read_server_timing(timing, stream)
         return False
 
     async def close(self) -> None:
