@@ -2,11 +2,12 @@
 
   goodput     the highest rate (of --rates x the plan's capacity estimate) that one and then two
               pinned replicas serve with p99 <= --slo-ms and < 1% errors
-  step        low (--low x goodput of 1) for --low-s, then high (--high x goodput of 1) for
-              --step-s, twice: once from a warm pool of 1 replica (the autoscaler must add the
-              second) and once from a warm pool of 2; prints the time from the step to the
-              second replica RUNNING (Ray Serve's own status, polled by this driver) and the p99
-              of the requests sent during the step
+  step        under the plan re-derived with that measured goodput at --slo-ms: low (--low x
+              goodput of 1) for --low-s, then high (--high x goodput of 1) for --step-s, twice:
+              once from a warm pool of 1 replica (the autoscaler must add the second) and once
+              from a warm pool of 2; prints the time from the step to the second replica
+              RUNNING (Ray Serve's own status, polled by this driver) and the p99 of the
+              requests sent during the step
 
 Latency is taken from each request's intended send time (open loop, infertune.loadgen), and
 every request carries new texts so no replica's cache answers. The replicas, Ray's proxy and
@@ -35,9 +36,10 @@ from infertune.loadgen.result import RequestRecord, is_ok
 from infertune.loadgen.runner import RunOptions, run_schedule
 from infertune.loadgen.schedules import ScheduleSpec, build_schedule
 from infertune.loadgen.targets import HttpTarget
-from infertune.serve.engines.autoscale import AutoscalePlan
+from infertune.serve.engines.autoscale import AutoscalePlan, Demand
 from infertune.serve.engines.ray_engine import RayEngine, RayOptions
 from infertune.serve.engines.replica import ModelApp
+from infertune.serve.engines.run_facts import Sourced
 
 WORDS = ("how do i reset my password the quarterly report shows revenue grew while costs "
          "stayed flat fast inference matters when users wait for every answer").split()
@@ -121,7 +123,9 @@ def main() -> int:
     parser.add_argument("--low", type=float, default=0.3)
     parser.add_argument("--high", type=float, default=1.6)
     parser.add_argument("--low-s", type=float, default=8.0)
-    parser.add_argument("--step-s", type=float, default=30.0)
+    parser.add_argument("--step-s", type=float, default=None,
+                        help="step length (default: 2 x the measured cold start + 10 s, so the "
+                        "autoscaler has time to add a replica)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
 
@@ -147,11 +151,20 @@ def main() -> int:
                                                          seed=1000 * n)
         out["goodput"] = found
         base = found[1] or rates[0]
+        # the steps run under the plan re-derived with the measured goodput at --slo-ms
+        step_plan = engine.derive(
+            goodput=Sourced(base, "measured: goodput of one pinned replica in this benchmark"),
+            demand=Demand(slo_ms=args.slo_ms, slo_source="--slo-ms"))
+        out["step_plan"] = step_plan.to_dict()
+        print("  step plan: " + step_plan.lines()[0][:200], flush=True)
+        assert engine.measured is not None
+        step_s = args.step_s or 2 * engine.measured.cold_start_s + 10.0
         low, high = args.low * base, args.high * base
         for pool in (1, 2):
-            print(f"step {low:.1f} -> {high:.1f} req/s from a warm pool of {pool}:", flush=True)
-            engine.apply(plan, min_replicas=pool, max_replicas=2)
-            out[f"step_pool_{pool}"] = step(engine, url, low, high, args.low_s, args.step_s,
+            print(f"step {low:.1f} -> {high:.1f} req/s for {step_s:.0f} s from a warm pool of "
+                  f"{pool}:", flush=True)
+            engine.apply(step_plan, min_replicas=pool, max_replicas=2)
+            out[f"step_pool_{pool}"] = step(engine, url, low, high, args.low_s, step_s,
                                             seed=5000 + pool)
     finally:
         engine.stop()
@@ -162,7 +175,7 @@ def main() -> int:
           f"  goodput: 1 replica met the SLO at no rate tried ({rates})")
     up = cold["scale_up_s"]
     print("  time to scale up (step -> second replica RUNNING), pool of 1: "
-          + (f"{up:.1f} s" if up is not None else f"not within the {args.step_s:g} s step"))
+          + (f"{up:.1f} s" if up is not None else "not within the step"))
     print(f"  p99 during the step: pool of 1 {cold['p99_ms']:.0f} ms (errors "
           f"{cold['errors']:.1%}, n={cold['n']}), pool of 2 {warm['p99_ms']:.0f} ms (errors "
           f"{warm['errors']:.1%}, n={warm['n']}), ratio {cold['p99_ms'] / warm['p99_ms']:.2f}")

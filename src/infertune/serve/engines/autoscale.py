@@ -11,7 +11,8 @@ The rules (each Derivation's ``reasoning`` repeats them with the numbers filled 
 - **target_ongoing_requests** (Little's law, L = X W): a replica at b* completes
   X = b* / S(b*) inputs per second, each in the system for W(b*), so it holds
   L = X W(b*) / inputs_per_request requests. More ongoing requests than that per replica means
-  queueing beyond the SLO budget: scale up.
+  queueing beyond the SLO budget: scale up. With a measured per-replica goodput G (which, unlike
+  the curve, includes HTTP and batching overheads) and an SLO, L = G x SLO when that is less.
 - **max_ongoing_requests** = 2 x target: headroom for a burst to form full batches while a new
   replica starts; requests beyond it wait in Ray's router, where the autoscaler still counts them.
 - **look_back_period_s** = the replica cold start C (clamped to 2..30 s, and at least five
@@ -209,12 +210,21 @@ def derive_plan(facts: ReplicaFacts, demand: Demand | None = None,
     slo_note = f" ({demand.slo_source})" if demand.slo_source else ""
     requests_per_s = point.inputs_per_s / facts.inputs_per_request
     held = requests_per_s * point.latency_ms / 1000.0
-    target = Derivation(max(1.0, round(held, 2)), "requests per replica", (
+    reasoning = (
         f"Little's law L = X W: {why_point}{slo_note}; X = {point.batch} / {point.service_ms:.3g}"
         f" ms = {point.inputs_per_s:.3g} inputs/s ({facts.service_source}) / "
         f"{facts.inputs_per_request:g} inputs per request = {requests_per_s:.3g} req/s; "
-        f"L = {requests_per_s:.3g} x {point.latency_ms / 1000:.3g} s = {held:.3g}"
-        + (" (raised to 1)" if held < 1 else "")))
+        f"L = {requests_per_s:.3g} x {point.latency_ms / 1000:.3g} s = {held:.3g}")
+    if facts.goodput_rps and demand.slo_ms is not None:
+        # the curve leaves out HTTP and batching overheads; a measured goodput does not
+        held_g = facts.goodput_rps * demand.slo_ms / 1000.0
+        if held_g < held:
+            reasoning += (f"; the measured goodput is lower ({facts.goodput_source}): L = "
+                          f"{facts.goodput_rps:.3g} req/s x the {demand.slo_ms:g} ms SLO = "
+                          f"{held_g:.3g}, used")
+            held = held_g
+    target = Derivation(max(1.0, round(held, 2)), "requests per replica",
+                        reasoning + (" (raised to 1)" if held < 1 else ""))
     max_ongoing = Derivation(float(max(2, math.ceil(2 * target.value))), "requests per replica", (
         f"2 x target {target.value:g}: headroom for a burst to fill batches while a new replica "
         "starts; the excess waits in Ray's router, where the autoscaler still counts it"))

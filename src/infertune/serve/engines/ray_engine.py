@@ -36,12 +36,13 @@ from infertune.hardware import detect
 from infertune.serve.engines.autoscale import (
     RAY_PUSH_INTERVAL_S,
     AutoscalePlan,
+    Demand,
     Limits,
     ReplicaFacts,
     derive_plan,
 )
 from infertune.serve.engines.replica import InfertuneReplica, ModelApp, ReplicaApp
-from infertune.serve.engines.run_facts import RunFacts, read_run
+from infertune.serve.engines.run_facts import RunFacts, Sourced, read_run
 
 # One node: a push is a small local RPC, so twice a second costs nothing measurable and lets
 # the autoscaler see a queue within a second instead of Ray's default 10 s.
@@ -87,12 +88,28 @@ class RayEngine:
         self.run = run or RunFacts()
         self.echo = echo
         self.plan: AutoscalePlan | None = None
+        self.measured: Measured | None = None
         self._started_ray = False
 
     def start(self) -> AutoscalePlan:
         self._connect()
         serve.start(http_options={"host": self.options.host, "port": self.options.port})
-        measured = self._measure()
+        self.measured = self._measure()
+        plan = self.derive()
+        self.plan = plan
+        self._save(plan, self.measured)
+        for line in plan.lines():
+            self.echo(line)
+        self.apply(plan)
+        return plan
+
+    def derive(self, *, goodput: Sourced | None = None,
+               demand: Demand | None = None) -> AutoscalePlan:
+        """The plan from what start() measured and the run's facts; ``goodput`` and ``demand``
+        replace the run's (a benchmark that measured a replica's goodput at its own SLO)."""
+        measured = self.measured
+        if measured is None:
+            raise InternalError("RayEngine.derive() before start() measured a replica")
         if self.options.embedded:
             push = float(os.environ[PUSH_ENV[0]])
             push_source = (f"{PUSH_ENV[0]} of the embedded one-node Ray"
@@ -101,7 +118,8 @@ class RayEngine:
         else:
             push = RAY_PUSH_INTERVAL_S
             push_source = "Ray's default; a joined cluster may set its own"
-        plan = derive_plan(
+        good = goodput or self.run.goodput
+        return derive_plan(
             ReplicaFacts(
                 service_ms=measured.service_ms,
                 service_source=("measured on the first replica: p50 of whole requests "
@@ -109,19 +127,13 @@ class RayEngine:
                 cold_start_s=measured.cold_start_s,
                 cold_start_source="measured: first replica, deploy to warmed up on this cluster",
                 max_batch_size=self.policy.max_batch_size, max_wait_ms=self.policy.max_wait_ms,
-                goodput_rps=self.run.goodput.value if self.run.goodput else None,
-                goodput_source=self.run.goodput.source if self.run.goodput else "",
+                goodput_rps=good.value if good else None,
+                goodput_source=good.source if good else "",
                 inputs_per_request=self.run.inputs_per_request),
-            self.run.demand,
+            demand or self.run.demand,
             self.run.limits(Limits(cpus_per_replica=self.options.cpus_per_replica,
                                    cluster_cpus=measured.cluster_cpus)),
             push_interval_s=push, push_source=push_source)
-        self.plan = plan
-        self._save(plan, measured)
-        for line in plan.lines():
-            self.echo(line)
-        self.apply(plan)
-        return plan
 
     def _connect(self) -> None:
         if self.options.embedded:
