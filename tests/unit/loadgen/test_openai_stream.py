@@ -220,3 +220,28 @@ def test_cli_bad_streaming_input_is_one_line_exit_1(args: list[str], expected: s
 def test_cli_streaming_needs_a_url(capsys: pytest.CaptureFixture) -> None:
     assert main(["loadtest", "minilm", "--api", "openai-chat"]) == 1
     assert "streams from an http(s) URL" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_cli_counts_tokens_with_a_local_tokenizer(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    from transformers import BertTokenizerFast
+
+    vocab = tmp_path / "tok" / "vocab.txt"
+    vocab.parent.mkdir()
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world"]) + "\n")
+    BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(str(vocab.parent))
+    no_usage = Script(events=[Event(0.0, {"choices": [{"delta": {"content": "hello world"}}]}),
+                              Event(0.0, {"choices": [{"delta": {"content": " hello"}}]})])
+    out = tmp_path / "r.json"
+    with ScriptedSSE(lambda n, body: no_usage) as url:
+        rc = main(["loadtest", url, "--api", "openai-chat", "--shape", "constant", "--rate",
+                   "10", "--duration", "0.2s", "--tokenizer", str(vocab.parent),
+                   "--json", str(out)])
+    assert rc == 0
+    counts = json.loads(out.read_text())["result"]["output_tokens"]
+    assert counts == {"total": 6, "mean": 3.0, "min": 3, "max": 3, "source": "tokenizer"}
+    assert "(tokenizer)" in capsys.readouterr().out
+    assert main(["loadtest", url, "--api", "openai-chat", "--tokenizer",
+                 str(tmp_path / "none")]) == 1
+    assert "is not a folder" in capsys.readouterr().err
