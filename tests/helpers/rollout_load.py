@@ -58,11 +58,12 @@ class Answer:
 
 @dataclass
 class OpenLoop:
-    """POST /v1/predict at ``rate_rps`` with a unit id per request, from a thread."""
+    """POST /v1/predict at ``rate_rps`` with a unit id per request, from a thread; ``body`` is
+    one request body, or a list of them sent round-robin."""
 
     url: str
     rate_rps: float
-    body: dict[str, Any]
+    body: dict[str, Any] | list[dict[str, Any]]
     headers: dict[str, str] = field(default_factory=dict)
     answers: list[Answer] = field(default_factory=list)
     sent: int = 0
@@ -102,8 +103,9 @@ class OpenLoop:
 
     async def _one(self, client: httpx.AsyncClient, intended: float, i: int) -> None:
         try:
-            r = await client.post("/v1/predict", json=self.body,
+            body = self.body[i % len(self.body)] if isinstance(self.body, list) else self.body
+            r = await client.post("/v1/predict", json=body,
                                   headers={"X-Unit-Id": f"unit-{i}", **self.headers})
             self.answers.append(Answer(intended, r.status_code, r.headers.get("x-release", "")))
-        except httpx.HTTPError:
+        except Exception:  # noqa: BLE001 - any failure is a failed request, never a lost record
             self.answers.append(Answer(intended, 0, ""))

@@ -7,6 +7,7 @@ load at half the measured capacity without losing a request."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import httpx
@@ -27,7 +28,8 @@ from infertune.rollout.serving import build_router
 from infertune.serve.routing import RoutingState
 
 ENV = {"ROLLOUT_KEY": "k3y"}
-BODY = {"inputs": np.random.default_rng(0).standard_normal((2, WIDTH)).round(3).tolist()}
+_RNG = np.random.default_rng(0)
+BODIES = [{"inputs": _RNG.standard_normal((2, WIDTH)).round(3).tolist()} for _ in range(300)]
 # the test judges quality; on a shared 2-core machine latency tails move with the neighbours,
 # so the latency tolerances are wider than the defaults (the statistics are unchanged)
 GATES = GateConfig(alpha=0.05, min_samples=30, p95_tolerance=0.15, p99_tolerance=0.1)
@@ -56,17 +58,26 @@ def _router(registry: Registry, state: RoutingState, also: tuple[str, ...] = ())
 
 
 @pytest.mark.slow
-def test_bad_canary_rolled_back_good_one_promoted_no_failed_requests(registry) -> None:
+def test_bad_canary_rolled_back_good_one_promoted_no_failed_requests(registry, tmp_path,
+                                                                     monkeypatch) -> None:
     router = _router(registry, RoutingState(stable="A", canary="B"), also=("C",))
+    monkeypatch.setenv("ROLLOUT_KEY", ENV["ROLLOUT_KEY"])
     with serving(router) as url, server_client(url, "ROLLOUT_KEY", ENV) as client, \
-            OpenLoop(url, RATE_RPS, BODY, {"X-API-Key": "k3y"}) as load:
+            OpenLoop(url, RATE_RPS, BODIES, {"X-API-Key": "k3y"}) as load:
         control = RouterClient(client)
-        bad = CanaryController(control, ServerMetrics(client), GATES, PLAN).run("B")
+        # B through the command line: exit 1 with the reason, the outcome in --json
+        rc = main(["canary", "--server", url, "--release", "B", "--steps", "10,50,100",
+                   "--api-key-env", "ROLLOUT_KEY", "--min-step-samples", "30",
+                   "--baseline-samples", "60", "--poll-s", "0.2", "--step-timeout-s", "90",
+                   "--json", str(tmp_path / "b.json")])
         rolled_back_at = time.perf_counter() - load.started + 0.05
-        assert bad.decision == "rolled_back", bad.reason
-        assert bad.caught_at == 10.0  # the first step
-        assert "agreement" in bad.reason and "interval" in bad.reason
-        assert bad.rollback_seconds is not None and bad.rollback_seconds < 1.0
+        bad = json.loads((tmp_path / "b.json").read_text())
+        assert rc == 1 and bad["decision"] == "rolled_back", bad["reason"]
+        assert [s["weight"] for s in bad["steps"]] == [10.0]  # caught at the first step
+        assert "agreement" in bad["reason"] and "interval" in bad["reason"]
+        failed = [g for g in bad["steps"][0]["gates"] if g["verdict"] == "fail"]
+        assert failed[0]["gate"] == "agreement" and failed[0]["interval"][0] > 0.05
+        assert bad["rollback_seconds"] < 1.0
         assert control.state().canary is None
         assert registry.get("B").status == "rolled_back"
         assert "agreement" in (registry.get("B").status_reason or "")
@@ -100,7 +111,8 @@ def _capacity(url: str, seconds: float = 1.5, concurrency: int = 8) -> float:
     """Closed-loop answers per second through the router (client included)."""
     async def worker(client: httpx.AsyncClient, stop: float, done: list[int]) -> None:
         while time.perf_counter() < stop:
-            r = await client.post("/v1/predict", json=BODY, headers={"X-API-Key": "k3y"})
+            r = await client.post("/v1/predict", json=BODIES[len(done) % len(BODIES)],
+                                  headers={"X-API-Key": "k3y"})
             assert r.status_code == 200
             done.append(1)
 
@@ -120,10 +132,10 @@ def test_rollback_under_open_loop_load_at_half_capacity_loses_nothing(registry, 
     router = _router(registry, RoutingState(stable="A", canary="C", canary_weight=50))
     with serving(router) as url:
         capacity = _capacity(url)
-        with OpenLoop(url, capacity / 2, BODY, {"X-API-Key": "k3y"}) as load:
+        with OpenLoop(url, capacity / 2, BODIES, {"X-API-Key": "k3y"}) as load:
             time.sleep(1.0)
             monkeypatch.setenv("ROLLOUT_KEY", "k3y")
-            began = time.perf_counter() - 0.0
+            began = time.perf_counter()
             rc = main(["rollback", "--server", url, "--api-key-env", "ROLLOUT_KEY",
                        "--reason", "test"])
             after = time.perf_counter() - began

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from infertune.errors import ConfigError
+from infertune.errors import ConfigError, UserError
 
 
 def parse_steps(text: str) -> tuple[float, ...]:
@@ -92,6 +92,6 @@ def register(app: typer.Typer) -> None:
         if outcome.decision == "promoted":
             typer.echo(f"promoted {release} to 100%")
             return
-        typer.echo(f"rolled back {release} {outcome.reason} (rollback call answered in "
-                   f"{(outcome.rollback_seconds or 0) * 1000:.0f} ms)")
-        raise typer.Exit(1)
+        # exit 1 like an unmet quality floor: the release failed its gates (the command worked)
+        raise UserError(f"rolled back {release} {outcome.reason} (rollback call answered in "
+                        f"{(outcome.rollback_seconds or 0) * 1000:.0f} ms)")

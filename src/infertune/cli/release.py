@@ -58,7 +58,8 @@ def register(app: typer.Typer) -> None:
         if not rows:
             typer.echo("no releases yet; add one with infertune release add RUN --name NAME")
         for row in rows:
-            reason = f" — {row['reason']}" if row["reason"] else ""
+            text = str(row["reason"] or "")
+            reason = f" — {text[:90]}{'...' if len(text) > 90 else ''}" if text else ""
             typer.echo(f"{row['name']:<16} {row['status']:<12} {row['variant']} "
                        f"({row['runtime']}, {row['precision']}) {row['digest']}{reason}")
 

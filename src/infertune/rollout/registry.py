@@ -263,6 +263,9 @@ class Registry:
                 self._move(state.previous_stable, "retired", f"replaced by {event.subject}")
         elif event.kind == "rollback" and event.subject:
             self._move(event.subject, "rolled_back", event.reason or "rolled back")
+            if event.subject != state.stable:  # after a promotion: the previous one serves again
+                self._move(state.stable, "stable", f"serving again after {event.subject}'s "
+                           "rollback")
         elif event.kind == "canary" and event.subject:
             self._move(event.subject, "canary", f"canary at {state.canary_weight:g}%")
         elif event.kind == "shadow" and event.subject:

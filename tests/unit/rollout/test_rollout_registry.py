@@ -81,9 +81,17 @@ def test_routing_events_move_statuses_and_are_logged(tmp_path, registry) -> None
                                                                     previous_stable="a"),
                                        "all gates passed", "c"))
     assert [registry.get(n).status for n in "abc"] == ["retired", "rolled_back", "stable"]
+    registry.record_event(RoutingEvent(4.5, "rollback", RoutingState(stable="a"), "manual",
+                                       "c"))
+    assert [registry.get(n).status for n in "ac"] == ["stable", "rolled_back"]
+    registry.record_event(RoutingEvent(4.6, "promote", RoutingState(stable="c",
+                                                                    previous_stable="a"),
+                                       "again", "c"))
     kinds = [e.kind for e in registry.events() if e.kind.startswith("routing:")]
-    assert kinds == ["routing:start", "routing:rollback", "routing:canary", "routing:promote"]
-    assert [e.time for e in registry.events() if e.kind.startswith("routing:")] == [1, 2, 3, 4]
+    assert kinds == ["routing:start", "routing:rollback", "routing:canary", "routing:promote",
+                     "routing:rollback", "routing:promote"]
+    assert [e.time for e in registry.events() if e.kind.startswith("routing:")] == [
+        1, 2, 3, 4, 4.5, 4.6]
     # prune drops the rolled-back release and its unshared artifact; keeps the retired one
     assert registry.prune(keep_retired=1) == ["b"]
     assert {r.record.name for r in registry.releases()} == {"a", "c"}
