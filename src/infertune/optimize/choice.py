@@ -128,15 +128,27 @@ def ranked_variants(run: RunRecord, inside: bool | None) -> list[Ranked[Candidat
 
 
 def recommended_candidate(run: RunRecord, inside: bool | None) -> Candidate | None:
-    """The highest-ranked variant that passes the floor, is within the risk budget and is
-    measurably faster than the baseline; else the fastest such survivor; None when no
-    variant is both passing and measurably faster."""
+    """When the joint search load-tested more than one finalist, the variant of the
+    configuration that measured best through serve's runtime. Otherwise the highest-ranked
+    variant that passes the floor, is within the risk budget and is measurably faster than the
+    baseline; else the fastest such survivor; None when no variant is both passing and
+    measurably faster."""
+    winner = measured_winner(run)
+    if winner is not None:
+        return winner
     for r in ranked_variants(run, inside):
         t = r.item.best_timing
         if (r.item.quality_verdict == "pass" and r.within_risk_budget and t is not None
                 and t.measurably_faster):
             return r.item
     return pick_best(run.candidates)
+
+
+def measured_winner(run: RunRecord) -> Candidate | None:
+    """The finalist variant the serving measurements chose, when there was a choice."""
+    if len(run.finalist_sweeps) < 2 or run.sweep is None:
+        return None
+    return next((c for c in run.candidates if c.variant_id == run.sweep.variant_id), None)
 
 
 def best_adapter(state: RunState) -> tuple[str, Adapter]:

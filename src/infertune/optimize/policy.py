@@ -5,20 +5,23 @@ candidate parts of extras.json; the report reads the RunState."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from infertune.errors import IncompatibleInputError
 from infertune.measure.compare import run_interleaved
-from infertune.measure.curve import measure_curve, seq_lens_from_lengths
+from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
 from infertune.measure.stages import time_requests
 from infertune.models import load
 from infertune.models.base import Adapter
 from infertune.optimize.cascade import CascadeNotApplicable, evaluate_cascade, right_size
-from infertune.optimize.choice import best_adapter
+from infertune.optimize.choice import best_adapter, measured_inside_slo, ranked_variants
+from infertune.optimize.record import RunRecord
 from infertune.optimize.search import NEED_QUICK_S, Budget, Progress, measure_against_baseline
 from infertune.optimize.serving import (
+    Contention,
     make_simulator,
     measure_contention,
     validate_policy,
@@ -29,12 +32,17 @@ from infertune.optimize.sweep import (
     SimulateFn,
     SweepGrid,
     SweepResult,
+    measured_key,
     rerank_measured,
     sweep,
+    validation_key,
 )
 from infertune.quality import run_outputs
 
 NEED_SERVING_S = 20.0
+# a second finalist: a rough allowance for its curve, contention and simulated sweep, and
+# two load tests of VALIDATE_S each
+NEED_FINALIST_S = 10.0 + 2 * (6.0 + 2.0)
 VALIDATE_S = 6.0
 VALIDATE_QUICK_S = 2.5
 
@@ -70,51 +78,99 @@ def candidate_models(state: RunState, budget: Budget, progress: Progress) -> Non
 
 
 def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
+    """The joint search: for each finalist variant (the chosen one, then the runner-up when
+    the budget allows) a service curve, a simulated policy sweep and load tests of its
+    leading policies through serve's runtime; the configuration (variant x policy) that
+    measures best wins, and the report recommends it."""
     mean, peak = _rates(state)
     if mean is None or peak is None:
         state.skip("serving-policy sweep", "the scenario states no request rate; set "
                    "traffic.mean_rps (and peak_rps)")
         return
+    swept: list[tuple[Sweep, Adapter]] = []
+    for i, (variant_id, adapter) in enumerate(finalists(state)):
+        if i > 0 and not budget.allows(NEED_FINALIST_S):
+            state.skip(f"joint search over {variant_id}", "time budget exhausted; the search "
+                       "compared policies for the first variant only", NEED_FINALIST_S)
+            continue
+        one = _sweep_variant(state, progress, variant_id, adapter, mean, peak)
+        _validate(state, budget, progress, adapter, one.result, mean, peak)
+        rerank_measured(one.result)
+        swept.append((one, adapter))
+    if not swept:
+        return
+    best, _ = min(swept, key=lambda sa: measured_key(sa[0].result.best, sa[0].result.slo))
+    state.finalist_sweeps = [s.result for s, _ in swept]
+    state.sweep, state.curve, state.contention = best.result, best.curve, best.contention
+    state.load_curves = best.load_curves
+    cores = state.hardware.effective_cores if state.hardware is not None else 1
+    cost = state.options.scenario.deployment.cost_per_hour_usd
+    state.right_sizing = right_size(peak, best.result.best.goodput_rps, cores, cost)
+    write_json(state.paths.serving, {
+        "variant_id": best.result.variant_id, "sweep": best.result.to_dict(),
+        "finalists": [s.result.to_dict() for s, _ in swept], "curve": best.curve.to_dict(),
+        "contention": best.contention.to_dict(), "overhead_ms": best.overhead_ms,
+        "validations": {k: v.to_dict() for k, v in state.validations.items()},
+        "right_sizing": state.right_sizing.to_dict() if state.right_sizing else None})
+
+
+@dataclass
+class Sweep:
+    """One finalist variant's simulated sweep and the measurements it was built from."""
+
+    result: SweepResult
+    curve: ServiceCurve
+    contention: Contention
+    load_curves: list[LoadCurve]
+    overhead_ms: float
+
+
+def finalists(state: RunState) -> list[tuple[str, Adapter]]:
+    """The chosen variant first, then the next-ranked variant that also passes the floor and
+    is measurably faster (not with --quick): the batch-1 ranking picks them, the serving
+    measurement decides between them."""
+    first = best_adapter(state)
+    out = [first]
+    if state.options.quick:
+        return out
+    run = RunRecord.from_state(state)
+    for r in ranked_variants(run, measured_inside_slo(run)):
+        c, t = r.item, r.item.best_timing
+        if (c.variant_id != first[0] and c.quality_verdict == "pass" and r.within_risk_budget
+                and t is not None and t.measurably_faster and c.variant_id in state.adapters):
+            out.append((c.variant_id, state.adapters[c.variant_id]))
+            break
+    return out
+
+
+def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter: Adapter,
+                   mean: float, peak: float) -> Sweep:
     quick = state.options.quick
-    variant_id, adapter = best_adapter(state)
     inputs = state.options.data.inputs
     lengths = token_lengths(adapter, inputs)
     max_len = getattr(getattr(adapter, "pre", None), "max_length", None)
     seq_lens = seq_lens_from_lengths(lengths, max_len) if lengths else None
     progress.tick(f"service curve of {variant_id}")
-    state.curve = measure_curve(adapter, inputs, batch_sizes=(1, 4, 16) if quick
-                                else (1, 2, 4, 8, 16), seq_lens=seq_lens,
-                                repeats=3 if quick else 5,
-                                max_seconds_per_point=0.1 if quick else 0.25)
-    cores = state.hardware.effective_cores
+    curve = measure_curve(adapter, inputs, batch_sizes=(1, 4, 16) if quick
+                          else (1, 2, 4, 8, 16), seq_lens=seq_lens,
+                          repeats=3 if quick else 5,
+                          max_seconds_per_point=0.1 if quick else 0.25)
+    cores = state.hardware.effective_cores if state.hardware is not None else 1
     grid = SweepGrid.for_cores(cores, quick)
     feeds = adapter.preprocess([inputs[0]])
-    progress.tick("contention of concurrent workers")
-    state.contention = measure_contention(lambda: adapter.forward(feeds), grid.workers,
-                                          calls=8 if quick else 20)
+    progress.tick(f"contention of concurrent workers ({variant_id})")
+    contention = measure_contention(lambda: adapter.forward(feeds), grid.workers,
+                                    calls=8 if quick else 20)
     overhead = _overhead_ms(state)
-    sim = make_simulator(state.curve, state.options.scenario.traffic,
-                         contention=state.contention, seq_lens=lengths,
-                         seed=state.options.seed, overhead_ms=overhead)
+    sim = make_simulator(curve, state.options.scenario.traffic, contention=contention,
+                         seq_lens=lengths, seed=state.options.seed, overhead_ms=overhead)
     slo = state.options.scenario.slo.targets()
-    curve = state.curve
-    cost = state.options.scenario.deployment.cost_per_hour_usd
     result = sweep(sim, variant_id=variant_id, slo=slo, mean_rps=mean, peak_rps=peak, grid=grid,
                    service_ms=lambda b: curve.latency_ms(b) + overhead * b,
-                   cost_per_hour_usd=cost, keep=3 if quick else 5,
-                   timeout_ms=serve_deadline_ms(slo),
+                   cost_per_hour_usd=state.options.scenario.deployment.cost_per_hour_usd,
+                   keep=3 if quick else 5, timeout_ms=serve_deadline_ms(slo),
                    on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"))
-    state.sweep = result
-    state.load_curves = load_curves(result, sim)
-    _validate(state, budget, progress, adapter, mean, peak)
-    rerank_measured(result)
-    best = result.best
-    state.right_sizing = right_size(peak, best.goodput_rps, cores, cost)
-    write_json(state.paths.serving, {
-        "variant_id": variant_id, "sweep": result.to_dict(), "curve": curve.to_dict(),
-        "contention": state.contention.to_dict(), "overhead_ms": overhead,
-        "validations": {k: v.to_dict() for k, v in state.validations.items()},
-        "right_sizing": state.right_sizing.to_dict() if state.right_sizing else None})
+    return Sweep(result, curve, contention, load_curves(result, sim), overhead)
 
 
 def serve_deadline_ms(slo: dict[str, float]) -> float | None:
@@ -139,28 +195,27 @@ def load_curves(sw: SweepResult, simulate: SimulateFn) -> list[LoadCurve]:
     return out
 
 
-def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Any, mean: float,
-              peak: float) -> None:
+def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Adapter,
+              result: SweepResult, mean: float, peak: float) -> None:
     """Real open-loop in-process load tests of the leading policies at mean and peak."""
     quick = state.options.quick
     seconds = VALIDATE_QUICK_S if quick else VALIDATE_S
-    top = state.sweep.ranked[: 1 if quick else 2]
-    for result in top:
+    for policy in result.ranked[: 1 if quick else 2]:
         for label, rate in (("mean", mean), ("peak", peak)):
             need = seconds + 2.0
             if not budget.allows(need + 10.0):
-                state.skip(f"load test of {result.policy_id} at {label}",
+                state.skip(f"load test of {result.variant_id} {policy.policy_id} at {label}",
                            "time budget exhausted; the simulated figures stand", need)
                 continue
-            progress.tick(f"load test {result.policy_id} at {rate:g} req/s")
-            val = validate_policy(adapter, result.serve_policy,
+            progress.tick(f"load test {result.variant_id} {policy.policy_id} at {rate:g} req/s")
+            val = validate_policy(adapter, policy.serve_policy,
                                   state.options.scenario.traffic, rate, state.options.data.inputs,
                                   duration_s=seconds, seed=state.options.seed)
-            state.validations[f"{result.policy_id}@{label}"] = val
+            state.validations[validation_key(result.variant_id, policy.policy_id, label)] = val
             if label == "mean":
-                result.validated_mean = val.stats
+                policy.validated_mean = val.stats
             else:
-                result.validated_peak = val.stats
+                policy.validated_peak = val.stats
 
 
 def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:

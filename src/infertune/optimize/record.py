@@ -50,7 +50,8 @@ class RunRecord:
     built: list[BuiltVariant] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     candidate_models: list[Candidate] = field(default_factory=list)
-    sweep: SweepResult | None = None
+    sweep: SweepResult | None = None  # the winning finalist's
+    finalist_sweeps: list[SweepResult] = field(default_factory=list)
     validations: dict[str, Validation] = field(default_factory=dict)
     curve: ServiceCurve | None = None
     input_options: InputOptions | None = None
@@ -74,7 +75,8 @@ class RunRecord:
             hardware=state.hardware, profile=state.profile,
             baseline_variant_id=state.baseline_variant_id, built=list(state.built),
             candidates=list(state.candidates), candidate_models=list(state.candidate_models),
-            sweep=state.sweep, validations=dict(state.validations), curve=state.curve,
+            sweep=state.sweep, finalist_sweeps=list(state.finalist_sweeps),
+            validations=dict(state.validations), curve=state.curve,
             input_options=state.input_options, cascades=list(state.cascades),
             right_sizing=state.right_sizing, load_curves=list(state.load_curves),
             skipped=list(state.skipped), notes=list(state.notes),
@@ -94,6 +96,7 @@ class RunRecord:
             "candidates": [c.to_dict() for c in self.candidates],
             "candidate_models": [c.to_dict() for c in self.candidate_models],
             "sweep": self.sweep.to_dict() if self.sweep else None,
+            "finalist_sweeps": [s.to_dict() for s in self.finalist_sweeps],
             "validations": {k: v.to_dict() for k, v in self.validations.items()},
             "curve": self.curve.to_dict() if self.curve else None,
             "input_options": self.input_options.to_dict() if self.input_options else None,
@@ -120,6 +123,7 @@ class RunRecord:
             candidates=[Candidate.from_dict(c) for c in data["candidates"]],
             candidate_models=[Candidate.from_dict(c) for c in data["candidate_models"]],
             sweep=SweepResult.from_dict(data["sweep"]) if data["sweep"] else None,
+            finalist_sweeps=[SweepResult.from_dict(s) for s in data["finalist_sweeps"]],
             validations={k: Validation.from_dict(v) for k, v in data["validations"].items()},
             curve=ServiceCurve.from_dict(data["curve"]) if data["curve"] else None,
             input_options=(InputOptions.from_dict(data["input_options"])

@@ -159,7 +159,8 @@ class RunState:
     built: list[BuiltVariant] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     adapters: dict[str, Adapter] = field(default_factory=dict)  # variant id -> Adapter
-    sweep: SweepResult | None = None
+    sweep: SweepResult | None = None  # the winning finalist's sweep
+    finalist_sweeps: list[SweepResult] = field(default_factory=list)  # every finalist's
     validations: dict[str, Validation] = field(default_factory=dict)
     contention: Contention | None = None
     curve: ServiceCurve | None = None

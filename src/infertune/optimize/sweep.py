@@ -216,6 +216,11 @@ def rank_key(result: PolicyResult, slo: dict[str, float]) -> tuple[Any, ...]:
             result.policy["max_batch_size"], result.policy["max_wait_ms"])
 
 
+def validation_key(variant_id: str, policy_id: str, label: str) -> str:
+    """Where a load test of one configuration at one rate ("mean", "peak") is filed."""
+    return f"{variant_id}/{policy_id}@{label}"
+
+
 def measured_key(result: PolicyResult, slo: dict[str, float]) -> tuple[Any, ...]:
     """rank_key on the load-tested figures (serve's runtime) instead of the simulated ones; a
     rate that was not load-tested counts as not meeting the SLO."""

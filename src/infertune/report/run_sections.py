@@ -14,6 +14,7 @@ from infertune.measure.diagnosis import stage_likelihood
 from infertune.optimize.choice import (
     common_baseline_ms,
     floor_margin,
+    measured_winner,
     objective_key,
     recommended_candidate,
     variant_impact,
@@ -85,7 +86,9 @@ def policy_rows(run: RunRecord) -> list[PolicyRow]:
     hw = run.hardware_label
     basis = f"queueing simulator fed with service times measured on {hw}"
     rows = []
-    for r in sw.ranked:
+    # the winning finalist's policies first, then the other finalists' (joint search)
+    sweeps = [sw] + [f for f in run.finalist_sweeps if f.variant_id != sw.variant_id]
+    for s, r in ((one, r) for one in sweeps for r in one.ranked):
         def pc(stats: SimStats, validated: Any) -> Percentiles:
             if validated is not None:
                 return Percentiles(**{k: Figure.measured(round(validated.percentile(k), 3), "ms",
@@ -98,7 +101,7 @@ def policy_rows(run: RunRecord) -> list[PolicyRow]:
                                   for k in ("p50", "p95", "p99")
                                   if np.isfinite(stats.percentile(k))})
         rows.append(PolicyRow(
-            policy_id=r.policy_id, variant_id=sw.variant_id,
+            policy_id=r.policy_id, variant_id=s.variant_id,
             settings={k: r.policy[k] for k in ("max_batch_size", "max_wait_ms", "workers",
                                                "max_queue")},
             at_mean=pc(r.at_mean, r.validated_mean), at_peak=pc(r.at_peak, r.validated_peak),
@@ -109,7 +112,8 @@ def policy_rows(run: RunRecord) -> list[PolicyRow]:
                                source="estimate", basis="cost_per_hour_usd from the scenario "
                                "divided by the simulated goodput")
             if r.cost_per_1k_usd is not None else None,
-            meets_slo=r.at_peak.meets(sw.slo)))
+            # measured when load-tested at peak, else the simulator's answer
+            meets_slo=(r.validated_peak or r.at_peak).meets(s.slo)))
     return rows
 
 
@@ -289,8 +293,7 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
         rec = Recommendation(
             variant_id=best.variant_id, option_id=f"variant-{best.variant_id}",
             policy_id=policy.policy_id if policy else None, title=best.title,
-            reason=(f"top-ranked variant (impact per effort within the risk budget) that "
-                    f"meets the quality floor ({best.quality_verdict}); "
+            reason=(_chosen_by(run) + f" that meets the quality floor ({best.quality_verdict}); "
                     f"{key} {own:.3g} ms against {base:.3g} ms for the baseline "
                     f"({base / own:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
                     "each)"))
@@ -316,3 +319,11 @@ def _policy_why(policy: PolicyResult) -> str:
         return (f"best of the load-tested policies by what was measured through serve's "
                 f"runtime ({order}); the simulator chose which policies to test")
     return f"best ranked policy of the simulated sweep ({order}); not load-tested"
+
+
+def _chosen_by(run: RunRecord) -> str:
+    if measured_winner(run) is not None:
+        ids = ", ".join(s.variant_id for s in run.finalist_sweeps)
+        return (f"the configuration that measured best under the scenario's traffic through "
+                f"serve's runtime among the finalists ({ids}), a variant")
+    return "top-ranked variant (impact per effort within the risk budget)"

@@ -16,7 +16,7 @@ import math
 
 from infertune.optimize.record import RunRecord
 from infertune.optimize.serving import Validation
-from infertune.optimize.sweep import PolicyResult, SimStats, cost_per_1k
+from infertune.optimize.sweep import PolicyResult, SimStats, cost_per_1k, validation_key
 from infertune.report.schema import Figure, Percentiles, SloCheck, SloPoint
 
 PCTS = ("p50", "p95", "p99")
@@ -37,7 +37,8 @@ def slo_check(run: RunRecord) -> SloCheck | None:
     for label, rate, predicted in (("mean", sw.mean_rps, best.at_mean),
                                    ("peak", sw.peak_rps, best.at_peak)):
         check.points.append(_point(run, best, label, rate, predicted,
-                                   run.validations.get(f"{best.policy_id}@{label}")))
+                                   run.validations.get(
+                                       validation_key(sw.variant_id, best.policy_id, label))))
     costs = [p.cost_per_1k.value for p in check.points
              if p.cost_per_1k is not None and p.cost_per_1k.value is not None]
     if ceiling is not None and costs:

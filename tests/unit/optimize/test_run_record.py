@@ -10,6 +10,7 @@ import pytest
 
 from infertune.config import Scenario, ServePolicy
 from infertune.errors import ConfigError
+from infertune.optimize.choice import recommended_candidate
 from infertune.optimize.policy import serve_deadline_ms
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Candidate, Skipped, Timing
@@ -18,8 +19,10 @@ from infertune.optimize.state import BuiltVariant, LoadCurve, RunPaths
 from infertune.optimize.sweep import (
     SimStats,
     SweepGrid,
+    SweepResult,
     policy_id,
     sweep,
+    validation_key,
 )
 from infertune.report.run_report import build_run_report, write_run_report
 
@@ -57,8 +60,8 @@ def record(tmp_path: Path) -> RunRecord:
         candidates=[Candidate("int8", "int8", "pass", 0.995, (0.994, 0.996),
                               proper=timing("int8", 9.0, 30.0))],
         sweep=result,
-        validations={f"{best.policy_id}@peak": Validation(best.validated_peak, 29.5, 0.4, 6.0,
-                                                          [])},
+        validations={validation_key("int8", best.policy_id, "peak"): Validation(
+            best.validated_peak, 29.5, 0.4, 6.0, [])},
         load_curves=[LoadCurve(best.policy_id, [(7.5, 9.0), (30.0, 12.0)])],
         skipped=[Skipped("variant torch_bf16", "not built: --quick", 30.0)],
         notes=["a note"], stage_seconds={"setup": 0.1})
@@ -106,9 +109,10 @@ def test_the_slo_check_shows_measured_beside_predicted_and_what_would(tmp_path: 
     # the same configuration missing the SLO at peak: the report says so and what would
     assert run.sweep is not None
     run.sweep.best.validated_peak = SimStats(30, 60.0, 120.0, 200.0, shed=0.0, requests=180)
-    run.validations = {f"{run.sweep.best.policy_id}@peak": Validation(
+    pid = run.sweep.best.policy_id
+    run.validations = {validation_key("int8", pid, "peak"): Validation(
         run.sweep.best.validated_peak, 29.0, 0.4, 6.0, []),
-        f"{run.sweep.best.policy_id}@mean": Validation(
+        validation_key("int8", pid, "mean"): Validation(
         SimStats(10, 6.0, 9.0, 12.0, shed=0.0, requests=60), 10.0, 0.3, 6.0, [])}
     check = build_run_report(run).slo_check
     assert check is not None
@@ -116,6 +120,27 @@ def test_the_slo_check_shows_measured_beside_predicted_and_what_would(tmp_path: 
     assert any("measured p99 is 200.0 ms against the 80 ms target (2.5x)" in w
                for w in check.what_would)
     assert any(w.startswith("about 3 instances") for w in check.what_would)  # 30 / 10 req/s
+
+
+def test_the_joint_search_recommends_the_configuration_that_measured_best(tmp_path: Path) -> None:
+    run = record(tmp_path)
+    assert recommended_candidate(run, inside=False).variant_id == "int8"  # batch-1 ranking
+    # a second finalist, slower at batch 1, whose best policy measured better under load
+    run.candidates.append(Candidate("fused", "fused", "pass", 0.999, (0.998, 1.0),
+                                    proper=timing("fused", 15.0, 30.0)))
+    assert run.sweep is not None
+    fused = SweepResult.from_dict(run.sweep.to_dict())
+    fused.variant_id = "fused"
+    run.finalist_sweeps = [run.sweep, fused]
+    assert recommended_candidate(run, inside=False).variant_id == "int8"  # sweep says int8
+    run.sweep = fused
+    assert recommended_candidate(run, inside=False).variant_id == "fused"
+    report = build_run_report(run)
+    assert report.recommendation is not None and report.recommendation.variant_id == "fused"
+    assert "measured best" in report.recommendation.reason
+    assert report.serving is not None and report.serving.variant_id == "fused"
+    assert {p.variant_id for p in report.policies} == {"int8", "fused"}
+    assert report.policies[0].variant_id == "fused"  # the winner's policies first
 
 
 def test_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path: Path) -> None:
