@@ -99,7 +99,11 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
         swept.append((one, adapter))
     if not swept:
         return
-    best, _ = min(swept, key=lambda sa: measured_key(sa[0].result.best, sa[0].result.slo))
+    # only load-tested finalists compete on their measurements; with none, the first stands
+    tested = [one for one, _ in swept if one.result.best.validated_peak is not None
+              or one.result.best.validated_mean is not None]
+    best = (min(tested, key=lambda one: measured_key(one.result.best, one.result.slo))
+            if tested else swept[0][0])
     state.finalist_sweeps = [s.result for s, _ in swept]
     state.sweep, state.curve, state.contention = best.result, best.curve, best.contention
     state.load_curves = best.load_curves
