@@ -133,10 +133,10 @@ def inside_slo(sc: Scenario) -> bool | None:
     current = {"p50": cur.p50_ms, "p95": cur.p95_ms, "p99": cur.p99_ms,
                "ttft_p95": cur.ttft_p95_ms, "ttft_p99": cur.ttft_p99_ms,
                "itl_p95": cur.itl_p95_ms, "itl_p99": cur.itl_p99_ms}
-    pairs = [(current[k], v) for k, v in targets.items() if current[k] is not None]
+    pairs = [(now, v) for k, v in targets.items() if (now := current[k]) is not None]
     if not targets or not pairs:
         return None
-    return all(cur <= target for cur, target in pairs)
+    return all(now <= target for now, target in pairs)
 
 
 def risk_budget(sc: Scenario) -> Level:
