@@ -148,6 +148,9 @@ def measured_winner(run: RunRecord) -> Candidate | None:
     """The finalist variant the serving measurements chose, when there was a choice."""
     if len(run.finalist_sweeps) < 2 or run.sweep is None:
         return None
+    best = run.sweep.best
+    if best.validated_peak is None and best.validated_mean is None:
+        return None  # nothing was load-tested: the batch-1 ranking stands
     return next((c for c in run.candidates if c.variant_id == run.sweep.variant_id), None)
 
 
