@@ -99,6 +99,10 @@ def test_cli_prints_ttft_itl_with_cis_and_goodput(servers, tmp_path: Path,
     assert result["goodput_rps"] is not None and result["goodput_share"] is not None
     # the byte-level server counts the chat-formatted prompt: "user: " + 16 words + suffix
     assert result["prompt_tokens"]["source"] == "usage" and result["prompt_tokens"]["min"] > 16
+    requests = data["requests"]  # per request: TTFT, every gap, TPOT, tokens, e2e
+    assert len(requests) == result["load"]["sent"]
+    assert all(len(r["gaps_ms"]) == 9 and r["output_tokens"] == 10 for r in requests)
+    assert max(r["ttft_ms"] for r in requests) == pytest.approx(result["ttft"]["max"], abs=1e-3)
 
 
 @pytest.mark.timeout(120)

@@ -282,20 +282,23 @@ def _run_streaming(url: str, spec: Any, args: StreamArgs, max_in_flight: int | N
     from infertune.loadgen.llm_sweep import sweep
     from infertune.loadgen.runner import RunOptions
     from infertune.loadgen.schedules import build_schedule
-    from infertune.loadgen.streaming_result import parse_slos
+    from infertune.loadgen.streaming_result import parse_slos, per_request
 
     slos = parse_slos(args.slo) if args.slo else []
     target = _stream_target(url, args)
     options = RunOptions(max_in_flight=max_in_flight, seed=spec.seed)
+    last: list[Any] = []  # the latest run's per-request records
 
     def run_at(rate: float) -> Any:
-        return _run_stream(build_schedule(replace(spec, rate=rate)), target, options, slos)
+        result, last[:] = _run_stream(build_schedule(replace(spec, rate=rate)), target,
+                                      options, slos)
+        return result
 
     if not args.sweep:
         result = run_at(spec.rate)
         _print_stream(result)
         payload = {"schema": "infertune.loadtest-stream/v1", "spec": spec.to_dict(),
-                   "result": result.to_dict()}
+                   "result": result.to_dict(), "requests": [per_request(r) for r in last]}
     else:
         found = sweep(run_at, spec.rate, max_steps=args.sweep_steps)
         _print_sweep(found)
@@ -307,19 +310,22 @@ def _run_streaming(url: str, spec: Any, args: StreamArgs, max_in_flight: int | N
         write_json(json_out, payload)
 
 
-def _run_stream(schedule: Any, target: Any, options: Any, slos: Any) -> Any:
+def _run_stream(schedule: Any, target: Any, options: Any, slos: Any) -> tuple[Any, list[Any]]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from infertune.loadgen.openai import run_stream
+    from infertune.loadgen.openai import run_stream_records
+    from infertune.loadgen.streaming_result import summarise_streams
 
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task(f"{target.api} {schedule.target_rate:.2f} req/s",
                                  total=len(schedule))
-        return run_stream(schedule, target, options, slos,
-                          on_progress=lambda done, total: progress.update(task, completed=done))
+        load, records = run_stream_records(
+            schedule, target, options,
+            on_progress=lambda done, total: progress.update(task, completed=done))
+    return summarise_streams(target.api, load, records, slos, seed=options.seed), records
 
 
 def _ci(est: Any) -> str:

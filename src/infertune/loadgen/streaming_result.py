@@ -150,6 +150,18 @@ class StreamRecord:
         return cls(**data)
 
 
+def per_request(r: StreamRecord) -> dict[str, Any]:
+    """One request's figures in ms (to the microsecond) for a results file; offsets in s."""
+    def ms(v: float | None) -> float | None:
+        return round(v, 3) if v is not None else None
+
+    return {"index": r.index, "status": r.status, "intended_s": round(r.intended_s, 6),
+            "lag_ms": ms((r.sent_s - r.intended_s) * 1000.0), "ttft_ms": ms(r.ttft_ms),
+            "gaps_ms": [round(g, 3) for g in r.gaps_ms], "tpot_ms": ms(r.tpot_ms),
+            "e2e_ms": ms(r.e2e_ms), "output_tokens": r.output_tokens,
+            "prompt_tokens": r.prompt_tokens, "token_source": r.token_source}
+
+
 @dataclass
 class SloVerdict:
     slo: TokenSLO
