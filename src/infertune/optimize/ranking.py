@@ -57,10 +57,14 @@ def risk_budget(sc: Scenario) -> Level:
 
 
 def inside_slo(sc: Scenario) -> bool | None:
-    """True when every stated target is met by the stated current figure; None if unknown."""
-    targets = sc.slo.targets()
-    current = {"p50": sc.current.p50_ms, "p95": sc.current.p95_ms, "p99": sc.current.p99_ms}
-    pairs = [(cur, v) for k, v in targets.items() if (cur := current[k]) is not None]
+    """True when every stated target (latency and token-level) is met by the stated current
+    figure; None if unknown."""
+    targets = {**sc.slo.targets(), **sc.slo.token_targets()}
+    now = sc.current
+    current = {"p50": now.p50_ms, "p95": now.p95_ms, "p99": now.p99_ms,
+               "ttft_p95": now.ttft_p95_ms, "ttft_p99": now.ttft_p99_ms,
+               "itl_p95": now.itl_p95_ms, "itl_p99": now.itl_p99_ms}
+    pairs = [(value, v) for k, v in targets.items() if (value := current[k]) is not None]
     if not targets or not pairs:
         return None
-    return all(cur <= target for cur, target in pairs)
+    return all(value <= target for value, target in pairs)

@@ -25,7 +25,7 @@ from infertune.report.knowledge import (
     load_knowledge,
 )
 from infertune.report.plan import first_week, guardrails, measurement_plan
-from infertune.report.ranking import Level, rank
+from infertune.report.ranking import Level, inside_slo, rank, risk_budget
 from infertune.report.runtimes import AlreadyDone, RuntimeCatalogue
 from infertune.report.schema import (
     Diagnosis,
@@ -124,25 +124,6 @@ def _diagnosis(sc: Scenario, hw: HardwareProfile, pattern: str) -> Diagnosis:
     return base.model_copy(update={"items": [*base.items, *items],
                                    "figures": {**base.figures, **figures},
                                    "summary": f"{base.summary} {sentence}"})
-
-
-def inside_slo(sc: Scenario) -> bool | None:
-    """True when every stated target is met by the stated current figure; None if unknown."""
-    targets = {**sc.slo.targets(), **sc.slo.token_targets()}
-    cur = sc.current
-    current = {"p50": cur.p50_ms, "p95": cur.p95_ms, "p99": cur.p99_ms,
-               "ttft_p95": cur.ttft_p95_ms, "ttft_p99": cur.ttft_p99_ms,
-               "itl_p95": cur.itl_p95_ms, "itl_p99": cur.itl_p99_ms}
-    pairs = [(now, v) for k, v in targets.items() if (now := current[k]) is not None]
-    if not targets or not pairs:
-        return None
-    return all(now <= target for now, target in pairs)
-
-
-def risk_budget(sc: Scenario) -> Level:
-    """Short rollout windows take only low-risk changes; otherwise medium."""
-    window = sc.constraints.rollout_window_days
-    return "low" if window is not None and window < 7 else "medium"
 
 
 def problem(sc: Scenario, hw: HardwareProfile, inside: bool | None) -> Problem:
