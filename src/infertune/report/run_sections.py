@@ -25,7 +25,7 @@ from infertune.optimize.search import Candidate, Timing
 from infertune.optimize.state import floor_for
 from infertune.optimize.sweep import PolicyResult, SimStats
 from infertune.report import run_options as opt
-from infertune.report.advisor import _context, to_option
+from infertune.report.advisor import context, to_option
 from infertune.report.knowledge import HardwareProfile, default_dir, load_knowledge
 from infertune.report.ranking import rank, risk_budget
 from infertune.report.schema import (
@@ -209,7 +209,7 @@ def build_options(run: RunRecord, inside: bool | None) -> list[Option]:
                 io.bucketing, hw, low, Rated(level="low", reason="outputs unchanged"),
                 "load test with length-sorted batching against arrival order"))
     hwp = HardwareProfile(description=hw, caps=_caps(run))
-    ctx = _context(sc, hwp, sc.traffic.pattern or "steady")
+    ctx = context(sc, hwp, sc.traffic.pattern or "steady")
     kb = load_knowledge([default_dir(), opt.KNOWLEDGE_DIR])
     covered = opt.skipped_ids(kinds) | opt.already_in_place(run.baseline_runtime)
     options += [to_option(e, ctx) for e in kb.applicable(ctx) if e.id not in covered]
