@@ -2,8 +2,8 @@
 every section (run_sections.py) into one Report, written as report.json, report.md,
 report.html and plots/ into the run directory.
 
-    run = optimize(options)            # optimize/run.py: the stages
-    report = write_run_report(run)     # this module: report.json and its renderings
+    optimize(options)                    # optimize/run.py: the stages, then run.json etc.
+    report = write_run_report(options.out)  # this module: reads them, writes report.json
 """
 
 from __future__ import annotations
