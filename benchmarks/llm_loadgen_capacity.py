@@ -25,15 +25,7 @@ import subprocess
 import sys
 import time
 
-LAG_P99_LIMIT_MS = 1.0
-
-
-def pin(pid: int, core: int) -> bool:
-    try:
-        os.sched_setaffinity(pid, {core})
-        return True
-    except (AttributeError, OSError):
-        return False
+from loadgen_capacity import LAG_P99_LIMIT_MS, pin  # the HTTP twin of this benchmark, beside it
 
 
 def start_server(core: int | None, itl_ms: float) -> tuple[subprocess.Popen[str], str]:

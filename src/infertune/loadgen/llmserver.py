@@ -38,6 +38,8 @@ import torch
 from aiohttp import web
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from infertune.loadgen.localserver import serve_forever
+
 MODEL_ID = "infertune-tiny-llm"
 VOCAB = 256
 MAX_TOKENS_DEFAULT = 16
@@ -341,16 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as exc:
         parser.error(str(exc))
 
-    async def serve() -> None:
-        runner = web.AppRunner(App(config).build(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", args.port)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        print(f"http://127.0.0.1:{port}/", flush=True)
-        await asyncio.Event().wait()
-
-    asyncio.run(serve())
+    asyncio.run(serve_forever(App(config).build(), args.port))
 
 
 if __name__ == "__main__":

@@ -90,22 +90,25 @@ class LocalServer:
 
 
 def main() -> None:
-    from aiohttp import web
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
 
-    async def serve() -> None:
-        runner = web.AppRunner(_app(None, time.perf_counter), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", args.port)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        print(f"http://127.0.0.1:{port}/", flush=True)
-        await asyncio.Event().wait()
+    asyncio.run(serve_forever(_app(None, time.perf_counter), args.port))
 
-    asyncio.run(serve())
+
+async def serve_forever(app: Any, port: int) -> None:
+    """Serve ``app`` on 127.0.0.1:``port`` (0: any free port), print its URL, run until
+    killed (the entry point of the test servers run as their own process)."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(f"http://127.0.0.1:{bound}/", flush=True)
+    await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
