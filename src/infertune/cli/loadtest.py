@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         output_tokens: Annotated[int, typer.Option(
             help="max_tokens of each request (synthetic, or --prompts lines without one)")] = 64,
         model_name: Annotated[str | None, typer.Option(
-            help="the request's model field [default: the first id at /v1/models]")] = None,
+            help="the request's model field (default: the first id at /v1/models)")] = None,
         tokenizer: Annotated[Path | None, typer.Option(
             help="local tokenizer folder to count output tokens when the server sends no "
                  "usage")] = None,
