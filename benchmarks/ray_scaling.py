@@ -117,7 +117,8 @@ def main() -> int:
     parser.add_argument("--max-batch-size", type=int, default=8)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--slo-ms", type=float, default=250.0)
-    parser.add_argument("--rates", default="0.1,0.2,0.3,0.4,0.5,0.6,0.8,1.0",
+    parser.add_argument("--rates",
+                        default="0.05,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.5,0.6,0.7,0.8,1.0",
                         help="fractions of the plan's per-replica capacity estimate")
     parser.add_argument("--rate-s", type=float, default=6.0)
     parser.add_argument("--low", type=float, default=0.3)

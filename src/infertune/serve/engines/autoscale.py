@@ -11,8 +11,8 @@ The rules (each Derivation's ``reasoning`` repeats them with the numbers filled 
 - **target_ongoing_requests** (Little's law, L = X W): a replica at b* completes
   X = b* / S(b*) inputs per second, each in the system for W(b*), so it holds
   L = X W(b*) / inputs_per_request requests. More ongoing requests than that per replica means
-  queueing beyond the SLO budget: scale up. With a measured per-replica goodput G (which, unlike
-  the curve, includes HTTP and batching overheads) and an SLO, L = G x SLO when that is less.
+  queueing beyond the SLO budget: scale up. With a per-replica goodput G below X (a measured G,
+  unlike the curve, includes HTTP and batching overheads), L = G W(b*).
 - **max_ongoing_requests** = 2 x target: headroom for a burst to form full batches while a new
   replica starts; requests beyond it wait in Ray's router, where the autoscaler still counts them.
 - **look_back_period_s** = the replica cold start C (clamped to 2..30 s, and at least five
@@ -215,14 +215,13 @@ def derive_plan(facts: ReplicaFacts, demand: Demand | None = None,
         f" ms = {point.inputs_per_s:.3g} inputs/s ({facts.service_source}) / "
         f"{facts.inputs_per_request:g} inputs per request = {requests_per_s:.3g} req/s; "
         f"L = {requests_per_s:.3g} x {point.latency_ms / 1000:.3g} s = {held:.3g}")
-    if facts.goodput_rps and demand.slo_ms is not None:
+    if facts.goodput_rps and facts.goodput_rps < requests_per_s:
         # the curve leaves out HTTP and batching overheads; a measured goodput does not
-        held_g = facts.goodput_rps * demand.slo_ms / 1000.0
-        if held_g < held:
-            reasoning += (f"; the measured goodput is lower ({facts.goodput_source}): L = "
-                          f"{facts.goodput_rps:.3g} req/s x the {demand.slo_ms:g} ms SLO = "
-                          f"{held_g:.3g}, used")
-            held = held_g
+        held_g = facts.goodput_rps * point.latency_ms / 1000.0
+        reasoning += (f"; the replica's goodput is lower ({facts.goodput_source}): L = "
+                      f"{facts.goodput_rps:.3g} req/s x {point.latency_ms / 1000:.3g} s = "
+                      f"{held_g:.3g}, used")
+        held = held_g
     target = Derivation(max(1.0, round(held, 2)), "requests per replica",
                         reasoning + (" (raised to 1)" if held < 1 else ""))
     max_ongoing = Derivation(float(max(2, math.ceil(2 * target.value))), "requests per replica", (

@@ -43,12 +43,12 @@ def test_target_is_littles_law_at_the_largest_batch_that_meets_the_slo() -> None
 def test_a_measured_goodput_lowers_the_target() -> None:
     slow = facts(goodput_rps=40.0, goodput_source="load test")
     plan = derive_plan(slow, Demand(slo_ms=50.0))
-    assert plan.target_ongoing_requests.value == 2.0  # 40 req/s x 0.05 s < 8.5 from the curve
+    assert plan.target_ongoing_requests.value == 1.36  # 40 req/s x W(4) = 34 ms
     assert "load test" in plan.target_ongoing_requests.reasoning
     fast = derive_plan(facts(goodput_rps=1000.0, goodput_source="x"), Demand(slo_ms=50.0))
-    assert fast.target_ongoing_requests.value == 8.5  # the curve's is lower: kept
-    # no SLO: the curve alone, 8 / 30 ms x 62 ms = 16.53
-    assert derive_plan(slow).target_ongoing_requests.value == 16.53
+    assert fast.target_ongoing_requests.value == 8.5  # above the curve's X: the curve's L
+    # no SLO: b* = 8, W = 62 ms: 40 x 0.062 = 2.48
+    assert derive_plan(slow).target_ongoing_requests.value == 2.48
 
 
 def test_operating_point_without_slo_and_with_an_impossible_one() -> None:
