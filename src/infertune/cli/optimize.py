@@ -16,8 +16,8 @@ from rich.table import Table
 from infertune.cli._common import quiet_libraries
 from infertune.config import load_scenario
 from infertune.data import HeldOut, default_heldout, read_heldout
+from infertune.durations import parse_duration
 from infertune.errors import ConfigError
-from infertune.loadgen.schedules import parse_duration
 from infertune.optimize.run import DEFAULT_BUDGET_S, QUICK_BUDGET_S, OptimizeOptions, optimize
 from infertune.optimize.state import RunPaths
 from infertune.report.run_report import write_run_report
@@ -94,7 +94,7 @@ def _claim(folder: Path, overwrite: bool) -> None:
 
 
 def _budget(text: str | None, default: float) -> float:
-    seconds = parse_duration(text) if text is not None else default
+    seconds = parse_duration(text, "--budget") if text is not None else default
     if seconds < MIN_BUDGET_S:
         raise ConfigError(
             f"a budget of {seconds:g} s is too small to measure anything: optimize needs at "

@@ -13,7 +13,8 @@ SCENARIO = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "min
 
 @pytest.mark.parametrize(("args", "message"), [
     (["minilm", "--scenario", "nope.yaml"], "scenario file nope.yaml not found"),
-    (["minilm", "--scenario", str(SCENARIO), "--budget", "soon"], "'soon' is not"),
+    (["minilm", "--scenario", str(SCENARIO), "--budget", "soon"],
+     "--budget 'soon' is not a duration"),
     (["minilm", "--scenario", str(SCENARIO), "--budget", "20s"], "too small to measure"),
     (["some/model", "--scenario", str(SCENARIO)], "no held-out data for 'some/model'"),
     (["minilm", "--scenario", str(SCENARIO), "--data", "missing.jsonl"], "not found"),
