@@ -387,12 +387,14 @@ def _print_sweep(found: Any) -> None:
     from rich.table import Table
 
     console = Console()
-    table = Table("rate (req/s)", "achieved", "TTFT p95", "ITL p95", "goodput", "verdict")
+    table = Table("rate", "scheduled", "achieved", "TTFT p95", "ITL p95", "goodput", "verdict",
+                  caption="req/s and ms; 'scheduled' is the drawn schedule's own mean rate")
     for probe in found.probes:
         r = probe.result
         ttft = f"{r.ttft.p95:.1f}" if r.ttft is not None else "n/a"
         itl = f"{r.itl.p95:.1f}" if r.itl is not None else "n/a"
-        table.add_row(f"{probe.rate:.2f}", f"{r.load.achieved_rate:.2f}", ttft, itl,
+        table.add_row(f"{probe.rate:.2f}", f"{r.load.target_rate:.2f}",
+                      f"{r.load.achieved_rate:.2f}", ttft, itl,
                       f"{r.goodput_rps:.2f}", ("pass: " if probe.passed else "fail: ")
                       + probe.why)
     console.print(table)
