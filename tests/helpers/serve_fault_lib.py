@@ -58,6 +58,8 @@ class Outcome:
     status: int | None  # None: no HTTP answer
     latency_s: float  # from the intended send time
     error: str = ""  # the exception type, or the first words of a non-200 answer
+    server_s: float = 0.0  # the Server-Timing stages summed: queue entry -> answer
+    from_send_s: float = 0.0  # answer - actual send (the client's own lag left out)
 
 
 @dataclass
@@ -96,7 +98,8 @@ class FaultRow:
             refused=sum(1 for o in outcomes if o.status is None and o.error in NOT_ACCEPTED),
             lost=sum(1 for o in outcomes if o.status is None and o.error not in NOT_ACCEPTED),
             other_5xx=sum(1 for s in statuses if s is not None and s >= 500 and s != 503),
-            p99_ms=float(np.percentile(admitted, 99) * 1000) if admitted else None, notes=notes)
+            p99_ms=float(np.percentile(admitted, 99) * 1000) if admitted else None,
+            notes={**notes, **_server_p99(outcomes)})
 
     def line(self) -> str:
         p99 = "-" if self.p99_ms is None else f"{self.p99_ms:.0f}"
@@ -139,7 +142,8 @@ async def open_loop(url: str, rate: float, duration_s: float,
     async def one(i: int) -> Outcome:
         intended = start + i / rate
         await asyncio.sleep(max(0.0, intended - loop.time()))
-        lags.append(loop.time() - intended)
+        sent = loop.time()
+        lags.append(sent - intended)
         payload = json.dumps(body(i)).encode()
         request = (f"POST /v1/predict HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
                    f"application/json\r\nContent-Length: {len(payload)}\r\n"
@@ -152,7 +156,7 @@ async def open_loop(url: str, rate: float, duration_s: float,
             return Outcome(None, loop.time() - intended, "ConnectError")
         try:
             async with asyncio.timeout(timeout_s):
-                status, text = await _exchange(conn, request)
+                status, text, server_s = await _exchange(conn, request)
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
             conn[1].close()
             silent = isinstance(exc, ConnectionResetError) or (
@@ -163,7 +167,9 @@ async def open_loop(url: str, rate: float, duration_s: float,
             idle.append((*conn, loop.time()))
         else:
             conn[1].close()
-        return Outcome(status, loop.time() - intended, "" if status == 200 else text[:80])
+        done = loop.time()
+        return Outcome(status, done - intended, "" if status == 200 else text[:80], server_s,
+                       done - sent)
 
     outcomes = list(await asyncio.gather(*(one(i) for i in range(int(rate * duration_s)))))
     for _, writer, _ in idle:
@@ -182,18 +188,21 @@ def _reuse(idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]],
 
 
 async def _exchange(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                    request: bytes) -> tuple[int, str]:
+                    request: bytes) -> tuple[int, str, float]:
     reader, writer = conn
     writer.write(request)
     await writer.drain()
     status_line = await reader.readuntil(b"\r\n")
     status = int(status_line.split()[1])
-    length = 0
+    length, server_s = 0, 0.0
     while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
         name, _, value = line.decode("latin-1").partition(":")
         if name.strip().lower() == "content-length":
             length = int(value.strip())
-    return status, (await reader.readexactly(length)).decode("utf-8", "replace")
+        elif name.strip().lower() == "server-timing":
+            server_s = sum(float(part.split("dur=")[1]) for part in value.split(",")
+                           if "dur=" in part) / 1000
+    return status, (await reader.readexactly(length)).decode("utf-8", "replace"), server_s
 
 
 class ServeProcess:
@@ -465,6 +474,18 @@ def overload(server: ServeProcess, capacity_rps: float, factor: float,
     ok = sum(o.status == 200 for o in load.outcomes)
     return FaultRow.of(f"{factor:g}x capacity", load, bound_ms=round(bound_ms, 1),
                        goodput_rps=round(ok / duration_s, 1))
+
+
+def _server_p99(outcomes: list[Outcome]) -> dict[str, float]:
+    """The admitted requests' p99 from the actual send (client lag left out) and of queue
+    entry -> answer (what the deadline bounds, from Server-Timing), when the client has them."""
+    out = {}
+    for name, values in (("p99_from_send_ms", [o.from_send_s for o in outcomes]),
+                         ("server_p99_ms", [o.server_s for o in outcomes])):
+        admitted = [v for v, o in zip(values, outcomes, strict=True) if o.status == 200 and v > 0]
+        if admitted:
+            out[name] = round(float(np.percentile(admitted, 99)) * 1000, 1)
+    return out
 
 
 def _metric(url: str, name: str) -> float:

@@ -208,6 +208,17 @@ class RequestQueue:
         self._on_depth(len(self))
         return item
 
+    def expire(self, item: WorkItem) -> bool:
+        """Shed ``item`` for its deadline now if it is still queued (its caller stops waiting
+        at the deadline even when the event loop ran its timer late); False once taken."""
+        if not self._remove(item):
+            return False
+        if item.timer is not None:
+            item.timer.cancel()
+            item.timer = None
+        self._shed_count(ShedReason.DEADLINE)
+        return True
+
     def _timer_delay(self, item: WorkItem) -> float | None:
         if item.deadline is None:
             return None

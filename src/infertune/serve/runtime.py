@@ -10,10 +10,11 @@ waits for running batches, so no accepted request is lost on shutdown.
 Overload protection by default: a request with no ``timeout_ms`` (and a policy with none) gets
 the default deadline ``max(50 ms, max_wait_ms + 3 x the full-batch service time)`` from the
 moment it enters the queue, the service time measured by the warm-up and then tracked by the
-batcher. The queue refuses at once (503) a request the
-queue ahead would make late, sheds a queued one whose deadline can no longer be met, and a
-request whose model call outlives its deadline by one batch time is answered 503 (the batch
-runs on; its result is dropped) — so under any overload the admitted tail stays near the bound.
+batcher. The queue refuses at once (503) a request the queue ahead would make late, sheds a
+queued one whose deadline can no longer be met, and a request still unanswered one batch time
+after its deadline is answered 503 (its batch runs on; the result is dropped). Admission counts
+the batch running now, the batches queued ahead and the batching window, so admitted requests
+finish within the deadline, and the excess is refused at once.
 """
 
 from __future__ import annotations
@@ -219,17 +220,22 @@ class ServeRuntime:
         if deadline is None:
             outcome: BatchOutcome = await item.future
             return outcome
+        # one batch time of grace: a batch that started in time may finish a little late on a
+        # busy host, and its answer is worth more to the caller than a 503
         grace = max(ABANDON_GRACE_MIN_S, self.batcher.batch_estimate())
         try:
-            return await asyncio.wait_for(item.future, max(0.0, deadline - self.clock()) + grace)
+            outcome = await asyncio.wait_for(item.future, max(0.0, deadline - self.clock()) + grace)
+            return outcome
         except TimeoutError:
-            # the queue's timer sheds a waiting request before this; here the model call itself
-            # is stalled or far slower than measured, and the caller gets an answer anyway
+            if self.queue.expire(item):  # still queued: its timer was late, not the model
+                raise Rejected(ShedReason.DEADLINE, "shed before reaching the model: the "
+                               "request's deadline passed in the queue; retry later or raise "
+                               "timeout_ms", 503) from None
+            # in the model: the call stalled or runs far slower than measured
             self.metrics.errors.labels(type="model_timeout").inc()
-            raise Rejected(ShedReason.DEADLINE, "the model call passed this request's deadline "
-                           "(stalled or far slower than measured); answer abandoned; retry "
+            raise Rejected(ShedReason.DEADLINE, "no answer by this request's deadline (the model "
+                           "call stalled or ran slower than measured); answer abandoned; retry "
                            "later or raise timeout_ms", 503, retry_after_s=1.0) from None
-
 
     def _deadline(self, request: PredictRequest, arrived: float, enqueued: float) -> float | None:
         """A timeout the caller or the policy chose counts from arrival; the default overload
