@@ -86,6 +86,7 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
     if floor is not None and floor.min is not None and "cosine" in floor.metric:
         target = QualityTarget(min_mean_cosine=floor.min)
     quick = state.options.quick
+    assert state.hardware is not None  # detected by the setup stage, which runs first
     ctx = PassContext(baseline=state.baseline, hardware=state.hardware,
                       out_dir=state.paths.variants, calibration=list(state.quality_inputs),
                       quality=target, max_calibration=64 if quick else 128,
@@ -135,7 +136,7 @@ def _built(result: VariantResult, baseline_pass: str = BASELINE_PASS) -> BuiltVa
 
 
 def _title(manifest: dict[str, Any]) -> str:
-    runtime = {"onnxruntime": "ONNX Runtime", "torch": "PyTorch"}.get(manifest.get("runtime"),
-                                                                     manifest.get("runtime"))
+    name = str(manifest.get("runtime", ""))
+    runtime = {"onnxruntime": "ONNX Runtime", "torch": "PyTorch"}.get(name, name)
     passes = ", ".join(p["name"] for p in manifest.get("passes", [])) or "no passes"
     return f"{runtime} {manifest.get('precision', '')} ({passes})"

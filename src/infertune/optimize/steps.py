@@ -20,6 +20,7 @@ from infertune.measure.compare import run_interleaved
 from infertune.measure.profile import ProfileSettings, profile
 from infertune.models import load
 from infertune.models.base import Adapter
+from infertune.models.tensor import TensorAdapter
 from infertune.optimize.builder import Builder, default_builder
 from infertune.optimize.choice import best_adapter
 from infertune.optimize.inputs import (
@@ -81,7 +82,8 @@ def load_baseline(options: OptimizeOptions) -> Adapter:
     know that task (else "other": outputs compared by max abs/rel difference)."""
     baseline = load(options.model)
     task = options.scenario.model.task
-    if baseline.info.kind == "tensor" and task in TASKS and task != baseline.info.task:
+    if (isinstance(baseline, TensorAdapter) and task in TASKS
+            and task != baseline.info.task):
         baseline = dataclasses.replace(baseline,
                                        info=dataclasses.replace(baseline.info, task=task))
     return baseline
@@ -122,16 +124,13 @@ def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> Non
         state.skip("baseline profile", "time budget exhausted", NEED_PROFILE_S)
         return
     quick = state.options.quick or budget.left() < 120
-    wanted = dict(
+    settings = ProfileSettings(
         batch_sizes=(1,) if quick else (1, 4, 16), requests=40 if quick else 200,
         rounds=2 if quick else 3, stage_seconds=5.0 if quick else 12.0,
         min_round_requests=10 if quick else 25, warmup=3 if quick else 10,
         curve_repeats=3 if quick else 5, curve_seconds=2.0 if quick else 6.0,
         hotspot_calls=1 if quick else 2, cold_start=not quick and budget.left() > 240,
         seed=state.options.seed)
-    # only the knobs this version of ProfileSettings has (measure/ owns it)
-    known = {f.name for f in dataclasses.fields(ProfileSettings)}
-    settings = ProfileSettings(**{k: v for k, v in wanted.items() if k in known})
     ref = state.options.model
     state.profile = profile(
         state.baseline, state.options.data.inputs, settings=settings,
@@ -181,6 +180,7 @@ def judge(state: RunState, adapter: Adapter, variant_id: str,
                           source=state.options.data.source)
     labels = state.options.data.labels
     task = state.baseline.info.task
+    assert state.reference is not None  # the reference stage ran (callers check)
     result = evaluate_outputs(
         state.reference, outputs,
         labels[:len(state.quality_inputs)] if labels is not None else None, quality_floor(state),

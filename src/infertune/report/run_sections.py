@@ -39,6 +39,7 @@ from infertune.report.schema import (
     Recommendation,
     Serving,
     VariantRow,
+    Verdict,
 )
 
 
@@ -65,7 +66,8 @@ def variant_rows(run: RunRecord) -> list[VariantRow]:
         quality = (Figure.measured(round(c.quality_value, 5), "", hw,
                                    run.quality_count, what="held-out quality")
                    if c.quality_value is not None else None)
-        verdict = c.quality_verdict if c.quality_verdict in ("pass", "fail") else "unknown"
+        verdict: Verdict = ("pass" if c.quality_verdict == "pass" else
+                            "fail" if c.quality_verdict == "fail" else "unknown")
         rows.append(VariantRow(
             variant_id=c.variant_id, title=c.title, latency=_pcts(t, hw, what=f"{t.kind} A/B"),
             throughput=Figure.measured(round(1000.0 / t.p50_ms, 2), "requests/s per worker",
@@ -183,8 +185,9 @@ def build_options(run: RunRecord, inside: bool | None) -> list[Option]:
             kinds.add("policy")
     io = run.input_options
     if io is not None:
-        if io.cache is not None:
-            options.append(opt.cache_option(io.cache, None))
+        cache = opt.cache_option(io.cache, None) if io.cache is not None else None
+        if cache is not None:
+            options.append(cache)
             kinds.add("cache")
         low = Rated(level="low", reason="a preprocessing setting")
         if io.trimming is not None:
@@ -297,7 +300,7 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
                     f"{key} {own:.3g} ms against {base:.3g} ms for the baseline "
                     f"({base / own:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
                     "each)"))
-    if policy is not None:
+    if policy is not None and sw is not None:
         serving = Serving(variant_id=sw.variant_id, policy_id=policy.policy_id,
                           policy=policy.policy, why=_policy_why(policy))
     else:
