@@ -86,7 +86,8 @@ def register(app: typer.Typer) -> None:
         """Open-loop load test at a production traffic shape (latency from intended send)."""
         from infertune.loadgen.schedules import ScheduleSpec, build_schedule, parse_duration
 
-        seconds = parse_duration(duration) if duration else (None if shape == "trace" else 30.0)
+        default_s = None if shape == "trace" else 30.0  # a trace lasts as long as it is
+        seconds = parse_duration(duration, "--duration") if duration else default_s
         spec = ScheduleSpec(shape=shape, rate=rate, duration_s=seconds, seed=seed,
                             burstiness=burstiness, peak_rate=peak_rate, burst_s=burst_s,
                             gap_s=gap_s, trace=trace, trace_scale=trace_scale)

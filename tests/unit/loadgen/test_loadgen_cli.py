@@ -29,7 +29,7 @@ def test_schedule_only_prints_statistics(tmp_path: Path, capsys: pytest.CaptureF
     (["--shape", "zigzag"], "unknown traffic shape 'zigzag'"),
     (["--rate", "0"], "rate must be > 0"),
     (["--rate", "-5"], "rate must be > 0"),
-    (["--duration", "soon"], "duration 'soon' is not understood"),
+    (["--duration", "soon"], "--duration 'soon' is not a duration; write it like 500ms"),
     (["--shape", "gamma", "--burstiness", "0"], "burstiness must be > 0"),
 ])
 def test_bad_input_is_one_line_exit_1(args: list[str], expected: str,
