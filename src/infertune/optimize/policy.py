@@ -66,6 +66,10 @@ def _overhead_ms(state: RunState) -> float:
 
 def serving(state: RunState, budget: Budget, progress: Progress) -> None:
     """The policy sweep for the chosen variant, its load tests and right-sizing."""
+    if None in _rates(state):  # said first: no budget would help
+        state.skip("serving-policy sweep", "the scenario states no request rate; set "
+                   "traffic.mean_rps (and peak_rps)")
+        return
     if not budget.allows(NEED_SERVING_S):
         state.skip("serving-policy sweep", "time budget exhausted", NEED_SERVING_S)
         return
