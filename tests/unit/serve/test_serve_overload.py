@@ -89,3 +89,19 @@ def test_warmup_seed_is_the_median_full_size_batch() -> None:
     times = [(1, 0.01), (4, 0.30), (1, 0.01), (4, 0.10), (4, 0.12)]
     assert full_batch_seconds(times, 4) == 0.12
     assert full_batch_seconds([(1, 0.01)], 4) == 0.0
+
+
+def test_expire_sheds_a_request_still_queued_and_leaves_a_taken_one() -> None:
+    async def scenario() -> None:
+        shed: list[ShedReason] = []
+        queue = RequestQueue(8, clock=Clock(), service_estimate=lambda: 0.0,
+                             on_shed=shed.append)
+        waiting, taken = _item(deadline=200.0), _item(deadline=200.0)
+        queue.put(taken)
+        queue.put(waiting)
+        assert queue.take_first() is taken and waiting.timer is not None
+        assert queue.expire(waiting) is True and waiting.timer is None and len(queue) == 0
+        assert queue.expire(taken) is False and queue.expire(waiting) is False
+        assert shed == [ShedReason.DEADLINE]
+
+    asyncio.run(scenario())
