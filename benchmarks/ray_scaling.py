@@ -121,6 +121,9 @@ def main() -> int:
                         default="0.05,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.5,0.6,0.7,0.8,1.0",
                         help="fractions of the plan's per-replica capacity estimate")
     parser.add_argument("--rate-s", type=float, default=6.0)
+    parser.add_argument("--warm-s", type=float, default=4.0,
+                        help="untimed low-rate traffic after each redeploy (first requests "
+                        "through fresh replicas and the proxy's new connections are slow)")
     parser.add_argument("--low", type=float, default=0.3)
     parser.add_argument("--high", type=float, default=1.6)
     parser.add_argument("--low-s", type=float, default=8.0)
@@ -148,6 +151,7 @@ def main() -> int:
         for n in (1, 2):
             print(f"goodput of {n} pinned replica(s):", flush=True)
             engine.apply(plan, min_replicas=n, max_replicas=n)
+            send(url, rates[0], args.warm_s, seed=900 + n)  # untimed: fresh replicas, proxy
             found[n], out[f"goodput_{n}_rows"] = goodput(url, rates, args.rate_s, args.slo_ms,
                                                          seed=1000 * n)
         out["goodput"] = found
@@ -165,6 +169,7 @@ def main() -> int:
             print(f"step {low:.1f} -> {high:.1f} req/s for {step_s:.0f} s from a warm pool of "
                   f"{pool}:", flush=True)
             engine.apply(step_plan, min_replicas=pool, max_replicas=2)
+            send(url, low, args.warm_s, seed=950 + pool)  # untimed
             out[f"step_pool_{pool}"] = step(engine, url, low, high, args.low_s, step_s,
                                             seed=5000 + pool)
     finally:
