@@ -24,6 +24,8 @@ def register(app: typer.Typer) -> None:
             None,
         registry: Annotated[Path | None, typer.Option(
             "--registry", help="read the feedback stored in this registry")] = None,
+        redis_url: Annotated[str | None, typer.Option(
+            "--redis", help="read the feedback replicas stored in this Redis")] = None,
         metric: Annotated[str | None, typer.Option("--metric")] = None,
         control: Annotated[str | None, typer.Option("--control", help="default: stable")] =
             None,
@@ -39,8 +41,8 @@ def register(app: typer.Typer) -> None:
         from infertune.rollout.ab import ab_report
         from infertune.rollout.stats import Counts
 
-        if (server is None) == (registry is None):
-            raise ConfigError("pass exactly one of --server URL or --registry DIR")
+        if sum(x is not None for x in (server, registry, redis_url)) != 1:
+            raise ConfigError("pass exactly one of --server URL, --registry DIR or --redis URL")
         counts: dict[str, Counts]
         if server is not None:
             from infertune.rollout.client import RouterClient, server_client
@@ -57,9 +59,10 @@ def register(app: typer.Typer) -> None:
                       if metric is not None and metric in rc.feedback}
         else:
             from infertune.cli.release import open_registry
-            from infertune.rollout.feedback import FeedbackStore
+            from infertune.rollout.feedback import FeedbackStore, RedisFeedback
 
-            store = FeedbackStore(open_registry(registry))
+            store = (RedisFeedback(redis_url) if redis_url is not None
+                     else FeedbackStore(open_registry(registry)))
             metric = metric or next(iter(store.metrics()), None)
             counts = store.counts(metric) if metric else {}
         if metric is None:

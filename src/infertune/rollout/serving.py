@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 from infertune.config import QualityFloor, ServePolicy
 from infertune.errors import ConfigError
 from infertune.models import load
-from infertune.rollout.feedback import FeedbackStore
+from infertune.rollout.feedback import FeedbackStore, RedisFeedback
 from infertune.rollout.registry import Registry
 from infertune.serve.app import create_app
 from infertune.serve.routing import AgreementRule, RoutedRelease, Router, RoutingState
@@ -49,9 +49,11 @@ def build_router(registry: Registry, state: RoutingState,
             raise ConfigError(f"api_key_env names {stable.api_key_env!r} but it is not set; "
                               f"export {stable.api_key_env}=<key>")
     floor = registry.get(state.stable).record.quality_floor
+    # replicas sharing a Redis (the cache's redis_url) share feedback and the answer log too
+    shared = RedisFeedback(stable.redis_url) if stable.redis_url else None
     try:
         return Router(releases, state, api_key=api_key, rule=agreement_rule(floor),
-                      events=registry, feedback=FeedbackStore(registry),
-                      max_body_bytes=stable.max_request_bytes)
+                      events=registry, feedback=shared or FeedbackStore(registry),
+                      answer_log=shared, max_body_bytes=stable.max_request_bytes)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc

@@ -45,7 +45,7 @@ from prometheus_client import (
     generate_latest,
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from infertune.serve.relay import (
     AppLifespan,
@@ -151,6 +151,31 @@ class FeedbackSink(Protocol):
     def record_feedback(self, item: FeedbackItem) -> None: ...
 
 
+class AnswerLog(Protocol):
+    """Which release answered a request id (and for which unit), for feedback. In memory by
+    default; shared (Redis) when several replicas serve, since feedback may reach another."""
+
+    async def remember(self, request_id: str, release: str, unit: str | None) -> None: ...
+
+    async def lookup(self, request_id: str) -> tuple[str, str | None] | None: ...
+
+
+class MemoryAnswerLog:
+    """The last ``limit`` answers of this process."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self.answers: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+
+    async def remember(self, request_id: str, release: str, unit: str | None) -> None:
+        self.answers[request_id] = (release, unit)
+        while len(self.answers) > self.limit:
+            self.answers.popitem(last=False)
+
+    async def lookup(self, request_id: str) -> tuple[str, str | None] | None:
+        return self.answers.get(request_id)
+
+
 class RouterMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
@@ -185,7 +210,7 @@ class Router:
                  events: EventSink | None = None, feedback: FeedbackSink | None = None,
                  rng: random.Random | None = None, clock: Callable[[], float] = time.time,
                  max_body_bytes: int = 1_000_000, max_pending_mirrors: int = 64,
-                 remembered_requests: int = 100_000) -> None:
+                 answer_log: AnswerLog | None = None) -> None:
         self.releases = {r.name: r for r in releases}
         if len(self.releases) != len(releases):
             raise ValueError("release names must be distinct")
@@ -198,8 +223,7 @@ class Router:
         self.clock = clock
         self.max_body_bytes = max_body_bytes
         self.max_pending_mirrors = max_pending_mirrors
-        self.remembered_requests = remembered_requests
-        self.answered: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self.answer_log = answer_log or MemoryAnswerLog()
         self.pending: set[asyncio.Task[None]] = set()
         self.metrics = RouterMetrics()
         self._lifespans: list[AppLifespan] = []
@@ -325,11 +349,27 @@ class Router:
         s = self.state
         # the other side of the comparison: the stable for a canary answer, else the shadow
         other = s.stable if name == s.canary else s.shadow if name == s.stable else None
-        status, answer = await call_app(self.releases[name].app, scope, body, send, extra,
-                                     capture=other is not None, disconnect=receive)
-        self._remember(request_id, name, unit)
+        # recorded while the model runs, and before the answer leaves: a client may send its
+        # feedback (to any replica) as soon as it has the answer
+        remembered = asyncio.ensure_future(self._remember(request_id, name, unit))
+
+        async def send_when_remembered(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                await remembered
+            await send(message)
+
+        status, answer = await call_app(self.releases[name].app, scope, body,
+                                        send_when_remembered, extra,
+                                        capture=other is not None, disconnect=receive)
+        await remembered
         if other is not None and status == 200:
             self._mirror(scope, body, other, answer, primary_is_candidate=name == s.canary)
+
+    async def _remember(self, request_id: str, release: str, unit: str | None) -> None:
+        try:
+            await self.answer_log.remember(request_id, release, unit)
+        except Exception:  # noqa: BLE001 - a lost feedback link must not fail the answer
+            log.warning("cannot record which release answered %s", request_id, exc_info=True)
 
     def _mirror(self, scope: Scope, body: bytes, target: str, primary_answer: bytes, *,
                 primary_is_candidate: bool) -> None:
@@ -369,11 +409,6 @@ class Router:
             outcome = "agree" if self.rule.agrees(x, y) else "disagree"
             self.metrics.rows.labels(candidate, outcome).inc()
 
-    def _remember(self, request_id: str, release: str, unit: str | None) -> None:
-        self.answered[request_id] = (release, unit)
-        while len(self.answered) > self.remembered_requests:
-            self.answered.popitem(last=False)
-
     async def _readyz(self, send: Send) -> None:
         for name, rel in self.releases.items():
             status, _ = await call_app(rel.app, get_scope("/readyz"), b"", None, [],
@@ -394,17 +429,23 @@ class Router:
                                 '{"request_id": "<X-Request-Id>", "metric": "conversion", '
                                 '"value": 0 or 1}')
             return
-        known = self.answered.get(item.request_id)
-        if known is None:
-            await respond_error(send, 404, f"request id {item.request_id!r} is unknown here "
-                                f"(only the last {self.remembered_requests} answers are "
-                                "remembered); send the X-Request-Id of a recent answer")
+        try:
+            known = await self.answer_log.lookup(item.request_id)
+            if known is not None and self.feedback is not None:
+                record = FeedbackItem(item.request_id, known[0], known[1], item.metric,
+                                      item.value, self.clock())
+                await asyncio.to_thread(self.feedback.record_feedback, record)
+        except Exception as exc:  # noqa: BLE001 - the store is down: say so, keep serving
+            log.warning("feedback store failed", exc_info=True)
+            await respond_error(send, 503, f"the feedback store is unreachable "
+                                f"({type(exc).__name__}); retry later")
             return
-        release, unit = known
-        record = FeedbackItem(item.request_id, release, unit, item.metric, item.value,
-                              self.clock())
-        if self.feedback is not None:
-            await asyncio.to_thread(self.feedback.record_feedback, record)
+        if known is None:
+            await respond_error(send, 404, f"request id {item.request_id!r} is unknown (too "
+                                "old, or never answered here); send the X-Request-Id of a "
+                                "recent answer")
+            return
+        release = known[0]
         self.metrics.feedback.labels(release, item.metric).inc()
         if item.value == 1:
             self.metrics.feedback_ones.labels(release, item.metric).inc()

@@ -54,7 +54,7 @@ def test_bad_input_is_one_line_with_exit_1(tmp_path, runs, capsys) -> None:
     assert main(["ab", "report", "--registry", reg]) == 1
     assert "no feedback recorded yet" in capsys.readouterr().err
     assert main(["ab", "report"]) == 1
-    assert "exactly one of --server" in capsys.readouterr().err
+    assert "exactly one of --server URL, --registry DIR or --redis URL" in capsys.readouterr().err
     assert main(["rollback", "--server", "http://127.0.0.1:9", "--api-key-env", "NOPE_X"]) == 1
     assert "NOPE_X" in capsys.readouterr().err
 
