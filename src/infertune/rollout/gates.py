@@ -14,7 +14,10 @@ sample size, using the always-valid confidence sequences of rollout/stats.py.
 valid at every look at once, so for a canary no worse than the stable on every gate the chance
 of *any* rollback over the whole rollout, however often it looks, is at most ``alpha``.
 The latency gates compare tails at a threshold fixed from the stable's histogram before the
-canary starts, so the threshold does not depend on the data being judged.
+canary starts, so the threshold does not depend on the data being judged. The guarantee
+assumes the counted events are independent draws (requests, and output rows, from traffic
+whose mix does not change during the rollout); rows of one request, or traffic that repeats
+the same inputs, are correlated, and the intervals are then narrower than they should be.
 """
 
 from __future__ import annotations
