@@ -31,21 +31,11 @@ import random
 import re
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
 
-import numpy as np
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    generate_latest,
-)
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
+from starlette.types import Message, Receive, Scope, Send
 
 from infertune.serve.relay import (
     AppLifespan,
@@ -58,144 +48,29 @@ from infertune.serve.relay import (
     respond_error,
     respond_json,
 )
+from infertune.serve.routing_model import (
+    NAME_PATTERN,
+    AgreementRule,
+    AnswerLog,
+    EventSink,
+    FeedbackBody,
+    FeedbackItem,
+    FeedbackSink,
+    MemoryAnswerLog,
+    Role,
+    RoutedRelease,
+    RouterMetrics,
+    RoutingChange,
+    RoutingEvent,
+    RoutingState,
+)
+
+__all__ = ["NAME_PATTERN", "AgreementRule", "AnswerLog", "EventSink", "FeedbackBody",
+           "FeedbackItem", "FeedbackSink", "MemoryAnswerLog", "RoutedRelease", "Router",
+           "RouterMetrics", "RoutingChange", "RoutingEvent", "RoutingState", "unit_bucket"]
 
 log = logging.getLogger("infertune.serve.routing")
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-Role = Literal["stable", "canary", "shadow", "loaded"]
-
-
-@dataclass(frozen=True)
-class RoutedRelease:
-    """A loaded release: its ASGI app and the CollectorRegistry that app's metrics live on."""
-
-    name: str
-    app: ASGIApp
-    registry: CollectorRegistry
-    version: str = ""
-    digest: str = ""
-
-
-@dataclass(frozen=True)
-class AgreementRule:
-    """When two answers to one input agree: same top class (classifiers, rankers) or cosine
-    >= ``min_cosine`` (embeddings, regressions), following the scenario's floor metric."""
-
-    metric: Literal["top1", "cosine"] = "top1"
-    min_cosine: float = 0.99
-
-    def agrees(self, a: Any, b: Any) -> bool:
-        x = np.asarray(a, dtype=np.float64).reshape(-1)
-        y = np.asarray(b, dtype=np.float64).reshape(-1)
-        if x.shape != y.shape or x.size == 0:
-            return False
-        if self.metric == "top1":
-            return int(np.argmax(x)) == int(np.argmax(y))
-        norms = float(np.linalg.norm(x) * np.linalg.norm(y))
-        return norms > 0 and float(x @ y) / norms >= self.min_cosine
-
-
-class RoutingState(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    stable: str
-    canary: str | None = None
-    canary_weight: float = Field(default=0.0, ge=0, le=100)  # percent of predict traffic
-    shadow: str | None = None
-    previous_stable: str | None = None
-
-
-class RoutingChange(BaseModel):
-    """The body of POST /admin/routing."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: Literal["weight", "promote", "rollback", "shadow", "canary"]
-    weight: float | None = Field(default=None, ge=0, le=100)
-    release: str | None = None
-    reason: str | None = Field(default=None, max_length=2000)
-
-
-@dataclass(frozen=True)
-class RoutingEvent:
-    time: float  # unix seconds
-    kind: Literal["start", "weight", "promote", "rollback", "shadow", "canary"]
-    state: RoutingState
-    reason: str | None = None
-    subject: str | None = None  # the release the change was about (e.g. the one rolled back)
-
-
-class FeedbackBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    request_id: str = Field(min_length=1, max_length=128)
-    metric: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
-    value: int = Field(ge=0, le=1)  # a binary outcome (converted, retained, clicked)
-
-
-@dataclass(frozen=True)
-class FeedbackItem:
-    request_id: str
-    release: str
-    unit: str | None
-    metric: str
-    value: int
-    time: float
-
-
-class EventSink(Protocol):
-    def record_event(self, event: RoutingEvent) -> None: ...
-
-
-class FeedbackSink(Protocol):
-    def record_feedback(self, item: FeedbackItem) -> None: ...
-
-
-class AnswerLog(Protocol):
-    """Which release answered a request id (and for which unit), for feedback. In memory by
-    default; shared (Redis) when several replicas serve, since feedback may reach another."""
-
-    async def remember(self, request_id: str, release: str, unit: str | None) -> None: ...
-
-    async def lookup(self, request_id: str) -> tuple[str, str | None] | None: ...
-
-
-class MemoryAnswerLog:
-    """The last ``limit`` answers of this process."""
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self.limit = limit
-        self.answers: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
-
-    async def remember(self, request_id: str, release: str, unit: str | None) -> None:
-        self.answers[request_id] = (release, unit)
-        while len(self.answers) > self.limit:
-            self.answers.popitem(last=False)
-
-    async def lookup(self, request_id: str) -> tuple[str, str | None] | None:
-        return self.answers.get(request_id)
-
-
-class RouterMetrics:
-    def __init__(self) -> None:
-        r = self.registry = CollectorRegistry()
-        self.info = Gauge("infertune_release_info", "1 per loaded release, with its role",
-                          ["release", "role", "version", "digest"], registry=r)
-        self.weight = Gauge("infertune_release_weight_percent",
-                            "Share of predict traffic routed to each release", ["release"],
-                            registry=r)
-        self.routed = Counter("infertune_routed_requests", "Predict requests by the release "
-                              "that answered", ["release"], registry=r)
-        self.rows = Counter("infertune_shadow_rows", "Output rows compared with the stable "
-                            "release's on the same input", ["release", "outcome"], registry=r)
-        self.mirror_skipped = Counter("infertune_mirror_skipped", "Replays not sent because "
-                                      "too many were pending", ["release"], registry=r)
-        self.feedback = Counter("infertune_feedback", "Feedback outcomes received",
-                                ["release", "metric"], registry=r)
-        self.feedback_ones = Counter("infertune_feedback_ones", "Feedback outcomes equal to 1",
-                                     ["release", "metric"], registry=r)
-        self.changes = Counter("infertune_routing_changes", "Routing changes", ["kind"],
-                               registry=r)
 
 
 def unit_bucket(unit: str) -> float:
