@@ -17,9 +17,10 @@ Columns: ok (200), failed (4xx other than 429: the request's own fault, e.g. the
 inputs' 422, the trickled bodies' 408), shed (429/503), refused (connection refused: never
 accepted), lost (accepted, then no answer), 5xx (other than 503), p99 of the admitted (200)
 requests from their intended send time; the notes add that p99 from the actual send (client
-lag left out) and from queue entry (Server-Timing, what the deadline bounds). Exits 1 on any
-lost request, any 5xx other than 503, or a 3x-capacity admitted p99 from queue entry (what
-the deadline bounds) above the default deadline the server states on /readyz.
+lag left out) and from queue entry (Server-Timing). Exits 1 on any lost request, any 5xx
+other than 503, or a 3x-capacity admitted p99 from queue entry above the bound the server
+states on /readyz (answer_bound_ms: the default deadline plus one batch time, after which a
+request still unanswered gets 503).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def _verdict(rows: list[faults.FaultRow]) -> int:
         p99 = row.notes.get("server_p99_ms")
         if bound is not None and p99 is not None and p99 > bound:
             problems.append(f"{row.fault}: admitted p99 from queue entry {p99:.0f} ms > the "
-                            f"default deadline {bound:.0f} ms")
+                            f"stated bound {bound:.0f} ms")
     for problem in problems:
         print(f"FAIL {problem}")
     if not problems:

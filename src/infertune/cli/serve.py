@@ -148,7 +148,8 @@ def register(app: typer.Typer) -> None:
                  "deadline max(50 ms, max_wait_ms + 3 x the measured full-batch service time) "
                  "from entering the queue, "
                  "shown on /readyz; a request the queue would make later than its deadline is "
-                 "refused at once with 503, and a full queue answers 429.")
+                 "refused at once with 503, a full queue answers 429, and every 200 comes within "
+                 "the deadline plus one batch time (/readyz: answer_bound_ms).")
     def serve(
         model: Annotated[str | None, typer.Argument(help="minilm, a model path, a variant "
                                                     "folder, or a run folder with report.json "

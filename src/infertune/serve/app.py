@@ -206,9 +206,10 @@ class _Handlers:
         if not self.runtime.ready:
             reason = self.runtime.warmup_error or "warming up"
             return _error(503, "; ".join([reason, *self.warnings]))
-        deadline = self.runtime.default_deadline_s()
+        deadline, bound = self.runtime.default_deadline_s(), self.runtime.answer_bound_s()
         body = ReadyBody(status="ready", model=ModelRef(**self.runtime.model),
                          default_deadline_ms=None if deadline is None else deadline * 1000,
+                         answer_bound_ms=None if bound is None else bound * 1000,
                          warnings=self.warnings)
         return JSONResponse(body.model_dump(mode="json"))
 

@@ -43,6 +43,9 @@ class ReadyBody(BaseModel):
     model: ModelRef
     default_deadline_ms: float | None = Field(description=(
         "deadline of a request that names no timeout_ms (None until a service time is known)"))
+    answer_bound_ms: float | None = Field(default=None, description=(
+        "a 200 comes at most this long after the request entered the queue (the default "
+        "deadline plus one batch time); later, 503"))
     warnings: list[str] = Field(description="e.g. serving on a public address without a key")
 
 

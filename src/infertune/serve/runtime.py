@@ -98,6 +98,15 @@ class ServeRuntime:
         return max(DEFAULT_BOUND_FLOOR_S,
                    self.policy.max_wait_ms / 1000 + DEFAULT_BOUND_BATCHES * estimate)
 
+    def answer_bound_s(self) -> float | None:
+        """The hard cap on an answer's time from entering the queue: the default deadline plus
+        the one batch time of grace after which a request still in the model gets 503."""
+        deadline = self.default_deadline_s()
+        if deadline is None:
+            return None
+        estimate = self.batcher.batch_estimate() if self.batcher is not None else 0.0
+        return deadline + max(ABANDON_GRACE_MIN_S, estimate)
+
     async def start(self) -> None:
         m = self.metrics
         self.queue = RequestQueue(

@@ -76,17 +76,16 @@ def test_three_times_capacity_for_30_s_sheds_the_excess_and_bounds_admitted_p99(
     row = faults.overload(server, CAPACITY_RPS, factor=3, duration_s=30)
     if row.notes["client_lag_p99_ms"] >= 50:  # the host starved the client: measure again
         row = faults.overload(server, CAPACITY_RPS, factor=3, duration_s=30)
-    after = server.readyz()["default_deadline_ms"]
     _clean(row)
     assert row.failed == 0, row  # only 200, 429 and 503
     assert row.notes["client_lag_p99_ms"] < 50, f"the client fell behind its schedule: {row}"
     assert row.shed > row.sent / 2, row  # 3x capacity: most of it is shed, at once
     assert row.notes["goodput_rps"] >= 0.7 * CAPACITY_RPS, row
-    bound = min(row.notes["bound_ms"], after)
-    # the deadline bounds queue entry -> answer (Server-Timing); the client's p99 adds HTTP
-    # and event-loop time before the handler runs, which a busy host inflates: it is in the
-    # row (and printed by benchmarks/serve_faults.py) but not held to the server's bound
-    assert row.notes["server_p99_ms"] <= bound, row
+    # the bound covers queue entry -> answer (Server-Timing); the client's p99 adds HTTP and
+    # event-loop time before the handler runs, which a busy host inflates: it is in the row
+    # (and printed by benchmarks/serve_faults.py) but not held to the server's bound
+    assert row.notes["server_p99_ms"] <= row.notes["bound_ms"], row
+    assert row.notes["bound_ms"] <= 5 + 4 * SERVICE_MS * 1.5, row  # wait + 4 batches, stated
 
 
 def test_stalled_model_call_is_shed_by_its_deadline_and_the_server_stays_responsive(

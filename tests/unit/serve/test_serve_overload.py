@@ -74,6 +74,7 @@ def test_default_deadline_comes_from_the_measured_service_time() -> None:
         assert runtime.batcher is not None
         runtime.batcher._full_s = 0.100
         assert runtime.default_deadline_s() == pytest.approx(0.305)
+        assert runtime.answer_bound_s() == pytest.approx(0.405)  # + one batch time of grace
         runtime.batcher._full_s = 0.001
         runtime.batcher._service_s = 0.001
         assert runtime.default_deadline_s() == 0.050  # the floor
