@@ -18,8 +18,8 @@ Plan = Literal["one", "cores", "cores_nospin"]
 
 
 class OrtThreadsPass(OrtDerivedPass):
-    source = "ort_fused"
-    fallback_source = "ort_fp32"
+    source: str | None = "ort_fused"
+    fallback_source: str | None = "ort_fp32"
 
     def __init__(self, plan: Plan = "cores") -> None:
         self.plan = plan
