@@ -16,7 +16,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#1
 MAX_SERIES = 7
 
 
-def _figure(width: float = 6.4, height: float = 3.6):  # returns (Figure, Axes); matplotlib is untyped here
+def _figure(width: float = 6.4, height: float = 3.6):  # (Figure, Axes), untyped
     from matplotlib.figure import Figure as MplFigure
 
     # a Figure object, not pyplot: no backend switch, no global state between reports
