@@ -22,10 +22,11 @@ demo: setup
 test: setup
 	$(VENV)/bin/pytest -q
 
-# The quick loop before a commit: lint, types and the tests not marked slow (under 2 minutes
-# on 2 cores). `make test` runs everything, slow tests and services included.
+# The quick loop before a commit: lint, types and the tests not marked slow, on two workers
+# (under 2 minutes on 2 cores). `make test` runs everything, slow tests and services included,
+# in one process: its load tests must not share the cores with other tests.
 check: lint types
-	$(VENV)/bin/pytest -q -m "not slow"
+	$(VENV)/bin/pytest -q -m "not slow" -n 2
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks

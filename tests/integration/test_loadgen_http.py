@@ -21,6 +21,7 @@ def hold_between_2_and_3_s(t: float) -> float:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_no_coordinated_omission() -> None:
     schedule = build_schedule(ScheduleSpec(shape="constant", rate=100, duration_s=6))
     with LocalServer(delay=hold_between_2_and_3_s) as url:

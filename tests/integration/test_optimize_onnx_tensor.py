@@ -9,12 +9,15 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from onnx_graphs import WIDTH, make_mlp
 
 from infertune.cli import main
 from infertune.models import load
 from infertune.report.provenance import assert_all_figures_have_provenance
+
+pytestmark = pytest.mark.slow  # whole optimize runs, 30-40 s each
 
 
 def _setup(root: Path, task: str, floor: dict) -> tuple[Path, Path, Path]:

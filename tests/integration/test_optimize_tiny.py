@@ -21,6 +21,8 @@ from infertune.config import ServePolicy
 from infertune.report.provenance import assert_all_figures_have_provenance
 from infertune.report.schema import Report
 
+pytestmark = pytest.mark.slow  # whole optimize runs, 15-30 s each
+
 WORDS = ("the a is was fast slow model query answer user password reset report revenue grew "
          "costs stayed flat inference matters when users wait for every how do i my quarterly "
          "shows eight percent while").split()

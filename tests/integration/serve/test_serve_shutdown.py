@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 from conftest import free_port, wait_until
 
 HERE = Path(__file__).parent
@@ -33,6 +34,7 @@ def _refuses_connections(url: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_sigterm_drains_fifty_in_flight_requests(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     port = free_port()
