@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from infertune.models.base import Adapter
-from infertune.optimize.ranking import Level, Ranked, inside_slo, rank, risk_budget
+from infertune.optimize.ranking import (
+    Level,
+    Ranked,
+    inside_slo,
+    objective_key,
+    rank,
+    risk_budget,
+)
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Candidate, Timing, pick_best
 from infertune.optimize.state import RunState, floor_for
@@ -78,15 +85,6 @@ def measured_inside_slo(run: RunRecord) -> bool | None:
         return inside_slo(run.scenario)
     e2e = run.profile.stages.summaries["e2e"]
     return all(e2e.p(float(k[1:])) <= v for k, v in targets.items())
-
-
-def objective_key(inside: bool | None, slo: dict[str, float] | None = None) -> str:
-    """Inside the SLO the run turns to cost (p50 ~ service time); outside it, to the SLO's own
-    percentile (its highest, e.g. p99 for "p95 <= 50, p99 <= 80"), else p95."""
-    if inside:
-        return "p50"
-    named = [k for k in (slo or {}) if k in ("p50", "p95", "p99")]
-    return max(named, key=lambda k: int(k[1:])) if named else "p95"
 
 
 def common_baseline_ms(candidates: Sequence[Candidate], key: str) -> float | None:

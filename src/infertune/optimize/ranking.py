@@ -68,3 +68,13 @@ def inside_slo(sc: Scenario) -> bool | None:
     if not targets or not pairs:
         return None
     return all(value <= target for value, target in pairs)
+
+
+def objective_key(inside: bool | None, slo: dict[str, float] | None = None) -> str:
+    """The latency figure options are ranked on. Inside the SLO the question is cost (p50 ~
+    service time); outside it, the SLO's own percentile (its highest, e.g. p99 for "p95 <= 50,
+    p99 <= 80"), else p95. One rule for optimize's choice of variant and for both reports."""
+    if inside:
+        return "p50"
+    named = [k for k in (slo or {}) if k in ("p50", "p95", "p99")]
+    return max(named, key=lambda k: int(k[1:])) if named else "p95"
