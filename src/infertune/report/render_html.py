@@ -170,7 +170,7 @@ def _details(r: Report) -> list[str]:
     out.append(_ul([f"{o.title} ({o.id}, {o.source}). {o.applicability}. Invalidated by: "
                     f"{o.invalidated_by or 'not stated'}. Source: {'; '.join(o.sources)}."
                     for o in r.options]))
-    out += _variants(r) + _policies(r)
+    out += _variants(r) + _policies(r) + _scale_out(r)
     if r.notes:
         out += ["<h3>Notes</h3>", _ul(r.notes)]
     return out
@@ -214,6 +214,29 @@ def _policies(r: Report) -> list[str]:
         "p95 peak", "p99 peak", "Goodput", "Cost per 1k", "Meets SLO"))
     return [f'<h3>Serving policies</h3><div class="wide"><table><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table></div>"]
+
+
+def _scale_out(r: Report) -> list[str]:
+    s = r.scale_out
+    if s is None:
+        return []
+    out = ["<h3>Scale-out (Ray Serve)</h3>", f"<p>{escape(as_sentence(s.statement))}</p>"]
+    figs = [f"{escape(label)}: {_fig(fig)} &mdash; {escape(fig.basis)}" for label, fig in (
+        ("Per-instance goodput", s.per_instance_goodput), ("Peak", s.peak),
+        ("Instances at the peak", s.instances_at_peak)) if fig is not None]
+    if figs:
+        out.append("<ul>" + "".join(f"<li>{f}</li>" for f in figs) + "</ul>")
+    if s.settings:
+        config = ", ".join(f"{k}={v:g}" for k, v in s.settings.items())
+        rows = "".join(f"<tr><td>{escape(k)}</td><td>{_fig(f)}</td><td>{escape(f.basis)}"
+                       "</td></tr>" for k, f in s.derivations.items())
+        out += [f"<p>Ray Serve settings (<code>{escape(s.deploy)}</code> applies them): "
+                f"<code>{escape(config)}</code></p>",
+                f"<table><thead><tr><th>Setting</th><th>Value</th><th>Why</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table>"]
+    if s.warnings:
+        out.append(_ul([f"Warning: {w}" for w in s.warnings]))
+    return out
 
 
 def _pct_cells(p: Percentiles) -> str:

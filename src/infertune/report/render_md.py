@@ -180,7 +180,7 @@ def _details(r: Report) -> list[str]:
         out += [f"- **{o.title}** ({o.id}, {o.source}). {o.applicability}. "
                 f"Invalidated by: {o.invalidated_by or 'not stated'}. "
                 f"Source: {'; '.join(o.sources) or _first_basis(o)}."]
-    out += _variants(r) + _policies(r)
+    out += _variants(r) + _policies(r) + _scale_out(r)
     if r.notes:
         out += ["", "### Notes", ""] + [f"- {n}" for n in r.notes]
     return out
@@ -222,6 +222,25 @@ def _policies(r: Report) -> list[str]:
                    f"{_pcts(p.at_mean).replace(' | ', ' / ')} | "
                    f"{_pcts(p.at_peak).replace(' | ', ' / ')} | {figure_text(p.goodput)} | "
                    f"{figure_text(p.cost_per_1k)} | {_yes_no(p.meets_slo)} |")
+    return out
+
+
+def _scale_out(r: Report) -> list[str]:
+    """Instances at the peak from the measured goodput, and the Ray Serve settings for them."""
+    s = r.scale_out
+    if s is None:
+        return []
+    out = ["", "### Scale-out (Ray Serve)", "", as_sentence(s.statement), ""]
+    out += [f"- {label}: {figure_text(fig)} - {fig.basis}" for label, fig in (
+        ("Per-instance goodput", s.per_instance_goodput), ("Peak", s.peak),
+        ("Instances at the peak", s.instances_at_peak)) if fig is not None]
+    if s.settings:
+        config = ", ".join(f"{k}={v:g}" for k, v in s.settings.items())
+        out += ["", f"Ray Serve settings (`{s.deploy}` applies them): `{config}`", "",
+                "| Setting | Value | Why |", "|---|---|---|"]
+        out += [f"| {k} | {figure_text(f)} | {_cell(f.basis)} |"
+                for k, f in s.derivations.items()]
+    out += [f"- Warning: {w}" for w in s.warnings]
     return out
 
 

@@ -285,6 +285,22 @@ class SloCheck(_Model):
     what_would: list[str] = Field(default_factory=list)  # when the SLO is not met here
 
 
+class ScaleOut(_Model):
+    """Instances needed at the peak from the measured per-instance goodput, and the Ray Serve
+    settings that deploy them (`infertune serve RUN --engine ray`); report/run_scaleout.py."""
+
+    variant_id: str | None = None
+    policy_id: str | None = None
+    statement: str = ""  # one plain sentence: what was measured, what follows
+    per_instance_goodput: Figure | None = None  # None: nothing tested met the SLO
+    peak: Figure | None = None  # the scenario's stated peak rate
+    instances_at_peak: Figure | None = None
+    derivations: dict[str, Figure] = Field(default_factory=dict)  # each autoscaling number
+    settings: dict[str, float | int] = Field(default_factory=dict)  # Ray Serve's config
+    deploy: str = ""  # the command that applies it
+    warnings: list[str] = Field(default_factory=list)
+
+
 class Report(_Model):
     schema_: str = Field(default=SCHEMA, alias="schema")
     kind: Literal["advice", "run"] = "advice"
@@ -304,6 +320,7 @@ class Report(_Model):
     recommendation: Recommendation | None = None
     serving: Serving | None = None
     slo_check: SloCheck | None = None
+    scale_out: ScaleOut | None = None
     notes: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -9,7 +9,9 @@ Keys read (each optional; a missing one leaves the fact unknown, never invented)
                   (the sweep's simulated goodput of the chosen policy: an estimate)
   profile.json    "cold_start".total_s (import + load + first inference in a fresh process)
 
-    plan_for_run(run_dir, policy, limits) -> AutoscalePlan    what `report` can show (issue 16)
+    plan_for_run(run_dir, policy, limits) -> AutoscalePlan    from a run folder's files
+    plan_from(facts_from(...), policy, ...) -> AutoscalePlan  from values already read (the
+                                                              report's scale-out section)
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from infertune.config import Scenario, ServePolicy, load_scenario
 from infertune.errors import ConfigError
 from infertune.measure.curve import ServiceCurve
 from infertune.serve.engines.autoscale import (
+    RAY_PUSH_INTERVAL_S,
     AutoscalePlan,
     Demand,
     Limits,
     ReplicaFacts,
     derive_plan,
 )
+
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -65,34 +70,49 @@ def demand_from_scenario(scenario: Scenario, source: str) -> Demand:
                   mean_rps=t.mean_rps, peak_rps=t.peak_rps, pattern=t.pattern)
 
 
-def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)) -> RunFacts:
+def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> RunFacts:
     """The facts ``run_dir`` holds; ConfigError naming the file when one is malformed."""
-    facts = RunFacts()
     scenario_path = run_dir / "scenario.yaml"
-    if scenario_path.is_file():
-        scenario = load_scenario(scenario_path)
-        typical = scenario.inputs.typical
-        facts = replace(facts, demand=demand_from_scenario(scenario, str(scenario_path)),
-                        inputs_per_request=float(typical.batch_size)
-                        if typical is not None and typical.batch_size else 1.0,
-                        cost_per_hour_usd=scenario.deployment.cost_per_hour_usd,
-                        cost_ceiling_usd_per_1k=scenario.constraints.cost_ceiling_usd_per_1k)
+    scenario = load_scenario(scenario_path) if scenario_path.is_file() else None
     serving = _json(run_dir / "serving.json")
-    if serving.get("curve"):
-        curve = _curve(serving["curve"], run_dir / "serving.json")
-        facts = replace(facts, service_ms={b: curve.latency_ms(b) for b in batch_sizes},
-                        service_source=f"measured service curve in {run_dir / 'serving.json'} "
-                        "(p50, interpolated between measured batches)")
+    curve = (_curve(serving["curve"], run_dir / "serving.json") if serving.get("curve")
+             else None)
+    facts = facts_from(scenario, str(scenario_path), curve, f"{run_dir / 'serving.json'}",
+                       batch_sizes)
     sizing = serving.get("right_sizing") or {}
     if isinstance(sizing, dict) and sizing.get("goodput_per_instance"):
         facts = replace(facts, goodput=Sourced(float(sizing["goodput_per_instance"]),
                         f"estimate: simulated goodput in {run_dir / 'serving.json'}"))
     cold = (_json(run_dir / "profile.json").get("cold_start") or {})
     if isinstance(cold, dict) and cold.get("total_s") is not None:
-        facts = replace(facts, cold_start=Sourced(float(cold["total_s"]), (
-            f"measured in a fresh process, {run_dir / 'profile.json'}; a Ray replica adds its "
-            "actor start on top")))
+        facts = replace(facts, cold_start=cold_start_fact(float(cold["total_s"]),
+                                                          str(run_dir / "profile.json")))
     return facts
+
+
+def facts_from(scenario: Scenario | None, scenario_source: str, curve: ServiceCurve | None,
+               curve_source: str,
+               batch_sizes: tuple[int, ...] = BATCH_SIZES) -> RunFacts:
+    """The scenario's demand and money facts and the measured service curve, as RunFacts
+    (the run's saved record holds the same values the files do)."""
+    facts = RunFacts()
+    if scenario is not None:
+        typical = scenario.inputs.typical
+        facts = replace(facts, demand=demand_from_scenario(scenario, scenario_source),
+                        inputs_per_request=float(typical.batch_size)
+                        if typical is not None and typical.batch_size else 1.0,
+                        cost_per_hour_usd=scenario.deployment.cost_per_hour_usd,
+                        cost_ceiling_usd_per_1k=scenario.constraints.cost_ceiling_usd_per_1k)
+    if curve is not None:
+        facts = replace(facts, service_ms={b: curve.latency_ms(b) for b in batch_sizes},
+                        service_source=f"measured service curve in {curve_source} "
+                        "(p50, interpolated between measured batches)")
+    return facts
+
+
+def cold_start_fact(total_s: float, where: str) -> Sourced:
+    return Sourced(total_s, f"measured in a fresh process, {where}; a Ray replica adds its "
+                   "actor start on top")
 
 
 def plan_for_run(run_dir: Path, policy: ServePolicy, limits: Limits | None = None,
@@ -103,15 +123,23 @@ def plan_for_run(run_dir: Path, policy: ServePolicy, limits: Limits | None = Non
     replica start measured on the cluster; a per-replica goodput measured by a load test, e.g.
     benchmarks/ray_scaling.py). ConfigError when the run has no measured service curve or
     cold start and none is passed."""
-    facts = read_run(run_dir)
+    return plan_from(read_run(run_dir), policy, limits, cold_start=cold_start, goodput=goodput,
+                     where=run_dir)
+
+
+def plan_from(facts: RunFacts, policy: ServePolicy, limits: Limits | None = None, *,
+              cold_start: Sourced | None = None, goodput: Sourced | None = None,
+              where: Path | str = "the run", push_interval_s: float = RAY_PUSH_INTERVAL_S,
+              push_source: str = "Ray's default") -> AutoscalePlan:
+    """plan_for_run's arithmetic on facts already read (``where`` names the run in errors)."""
     if goodput is not None:
         facts = replace(facts, goodput=goodput)
     if facts.service_ms is None:
-        raise ConfigError(f"{run_dir / 'serving.json'} has no measured service curve; run "
+        raise ConfigError(f"{where}: no measured service curve (serving.json); run "
                           "infertune optimize on this model first")
     cold = cold_start or facts.cold_start
     if cold is None:
-        raise ConfigError(f"{run_dir / 'profile.json'} has no cold start; rerun infertune "
+        raise ConfigError(f"{where}: no measured cold start (profile.json); rerun infertune "
                           "optimize without --quick (or serve with --engine ray, which measures "
                           "a replica's start)")
     replica = ReplicaFacts(
@@ -121,7 +149,8 @@ def plan_for_run(run_dir: Path, policy: ServePolicy, limits: Limits | None = Non
         goodput_rps=facts.goodput.value if facts.goodput else None,
         goodput_source=facts.goodput.source if facts.goodput else "",
         inputs_per_request=facts.inputs_per_request)
-    return derive_plan(replica, facts.demand, facts.limits(limits or Limits()))
+    return derive_plan(replica, facts.demand, facts.limits(limits or Limits()),
+                       push_interval_s=push_interval_s, push_source=push_source)
 
 
 def _json(path: Path) -> dict[str, Any]:

@@ -78,7 +78,7 @@ def test_plan_for_run_uses_the_run_and_the_policy(tmp_path: Path) -> None:
 
 def test_missing_and_malformed_measurements_name_the_fix(tmp_path: Path) -> None:
     run = _run(tmp_path, cold=None)
-    with pytest.raises(ConfigError, match="no cold start; rerun infertune optimize"):
+    with pytest.raises(ConfigError, match="no measured cold start .profile.json.; rerun"):
         plan_for_run(run, ServePolicy())
     (run / "serving.json").write_text("{not json")
     with pytest.raises(ConfigError, match="serving.json: not readable JSON"):

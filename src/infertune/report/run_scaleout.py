@@ -1,0 +1,131 @@
+"""The run report's right-sizing, measured (issue 16): how many instances of this machine the
+scenario's peak needs, from the per-instance goodput the load tests measured at the SLO, and
+the Ray Serve ``autoscaling_config`` that deploys them (`infertune serve RUN --engine ray`).
+
+    scale_out(run, slo_check) -> ScaleOut | None      None when no serving sweep ran
+
+The per-instance goodput is the highest goodput the SLO check measured (a rate at which every
+SLO percentile held; a lower bound on what one instance sustains, so the instance count is at
+most what the peak needs). The autoscaling numbers come from serve/engines/autoscale.py's
+derive_plan, fed with the run's measured service curve and cold start, the served policy and
+that goodput; each is shown with its reasoning. When nothing tested met the SLO there is no
+measured goodput: the section says so, shows the percentiles reached, and sizes from the
+simulator's goodput or the service curve, labelled estimates. Nothing here is invented: a fact
+the run did not measure (a --quick run has no cold start) leaves its numbers out, saying why.
+"""
+
+from __future__ import annotations
+
+import math
+
+from infertune.errors import ConfigError
+from infertune.optimize.record import RunRecord
+from infertune.report.schema import Figure, ScaleOut, SloCheck, SloPoint
+from infertune.serve.engines.autoscale import AutoscalePlan, Limits, RayAutoscaling
+from infertune.serve.engines.run_facts import Sourced, cold_start_fact, facts_from, plan_from
+
+DEPLOY = "infertune serve <this run folder> --engine ray"
+RAY_KEYS = tuple(RayAutoscaling.__annotations__)
+
+
+def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
+    sw = run.sweep
+    if sw is None:
+        return None
+    best = sw.best
+    out = ScaleOut(variant_id=sw.variant_id, policy_id=best.policy_id, deploy=DEPLOY,
+                   peak=Figure(value=sw.peak_rps, unit="requests/s", source="estimate",
+                               basis="the scenario's stated peak rate"))
+    measured = best_measured(check)
+    goodput: Sourced | None = None
+    if measured is not None and measured.goodput is not None:
+        fig = measured.goodput
+        assert fig.value is not None
+        out.per_instance_goodput = fig
+        goodput = Sourced(fig.value, f"measured at the {measured.label} rate: {fig.basis}")
+        n = max(1, math.ceil(sw.peak_rps / fig.value - 1e-9))
+        out.instances_at_peak = Figure(
+            value=n, unit="instances", source="estimate", basis=(
+                f"ceil(peak {sw.peak_rps:g} req/s / {fig.value:g} req/s per instance), the "
+                f"goodput one instance kept the SLO at ({fig.basis}); that goodput is a "
+                "measured lower bound, so this is at most the number needed"))
+        out.statement = (f"One instance of {run.hardware_label or 'this machine'} measurably "
+                         f"keeps the SLO at {fig.value:g} requests/s, so the peak of "
+                         f"{sw.peak_rps:g} requests/s needs at most {n} instance(s).")
+    else:
+        out.statement = _no_goodput_statement(check)
+        if best.goodput_rps:
+            goodput = Sourced(best.goodput_rps, "estimate: the queueing simulator's goodput of "
+                              f"policy {best.policy_id}, fed with service times measured on "
+                              f"{run.hardware_label or 'this machine'}; not confirmed by a "
+                              "load test")
+            n = max(1, math.ceil(sw.peak_rps / best.goodput_rps - 1e-9))
+            out.instances_at_peak = Figure(value=n, unit="instances", source="estimate", basis=(
+                f"ceil(peak {sw.peak_rps:g} req/s / {best.goodput_rps:.3g} req/s per "
+                f"instance, {goodput.source})"))
+    plan, why_not = _plan(run, goodput)
+    if plan is None:
+        out.warnings.append(f"no Ray Serve settings derived: {why_not}")
+        return out
+    measured_capacity = out.per_instance_goodput is not None
+    for name, d in plan.derivations().items():
+        if name == "replica_capacity_rps" and measured_capacity:
+            g = out.per_instance_goodput
+            assert g is not None
+            out.derivations[name] = Figure(value=d.value, unit=d.unit, source="measured",
+                                           samples=g.samples, basis=d.reasoning)
+        else:
+            out.derivations[name] = Figure(value=d.value, unit=d.unit, source="estimate",
+                                           basis=f"derived: {d.reasoning}")
+    ray = plan.ray_autoscaling()
+    out.settings = {key: ray[key] for key in RAY_KEYS}  # type: ignore[literal-required]
+    out.settings["max_ongoing_requests"] = int(plan.max_ongoing_requests.value)
+    out.warnings += plan.warnings
+    return out
+
+
+def best_measured(check: SloCheck | None) -> SloPoint | None:
+    """The tested rate with the highest measured goodput (every SLO percentile held there)."""
+    if check is None:
+        return None
+    kept = [p for p in check.points
+            if p.meets_slo and p.goodput is not None and p.goodput.value]
+    return max(kept, key=lambda p: p.goodput.value if p.goodput and p.goodput.value else 0.0,
+               default=None)
+
+
+def _no_goodput_statement(check: SloCheck | None) -> str:
+    if check is None or not any(p.meets_slo is not None for p in check.points):
+        return ("No per-instance goodput was measured: the load tests of the chosen policy did "
+                "not run, so the sizing below is an estimate.")
+    reached = []
+    for p in check.points:
+        for key, target in check.targets.items():
+            fig = getattr(p.measured, key, None)
+            if fig is not None and fig.value is not None:
+                reached.append(f"{key} {fig.value:.1f} ms against {target:g} ms at the "
+                               f"{p.label} rate")
+    shown = f" (measured: {'; '.join(reached)})" if reached else ""
+    return ("No per-instance goodput was measured: no tested rate met the SLO"
+            f"{shown}, so more instances of this configuration would not be known to meet it; "
+            "the sizing below is an estimate.")
+
+
+def _plan(run: RunRecord, goodput: Sourced | None) -> tuple[AutoscalePlan | None, str]:
+    sw = run.sweep
+    assert sw is not None
+    policy = sw.best.serve_policy
+    facts = facts_from(run.scenario, "the run's scenario.yaml", run.curve,
+                       f"run.json (measured on {run.hardware_label or 'this machine'})")
+    cold = run.profile.cold_start if run.profile is not None else None
+    try:
+        plan = plan_from(
+            facts, policy, Limits(cpus_per_replica=float(policy.model_threads or 1)),
+            cold_start=cold_start_fact(cold.total_s, "profile.json") if cold else None,
+            goodput=goodput, where="this run")
+    except ConfigError as exc:
+        return None, (f"{exc}; `infertune serve <run> --engine ray` measures a replica's "
+                      "start itself and derives them when it starts")
+    except ValueError as exc:  # a degenerate service curve (no positive time)
+        return None, f"the measured service curve cannot size a replica ({exc})"
+    return plan, ""

@@ -1,0 +1,164 @@
+"""The report's scale-out section: instances at the peak from the measured per-instance goodput
+and the Ray Serve settings that deploy them, every number with its source; without a measured
+goodput (nothing met the SLO) or a measured cold start it says so instead of inventing one."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from infertune.config import Scenario, ServePolicy
+from infertune.measure.coldstart import ColdStart
+from infertune.measure.curve import CurvePoint, ServiceCurve
+from infertune.measure.profile import Profile
+from infertune.optimize.record import RunRecord
+from infertune.optimize.serving import Validation
+from infertune.optimize.state import RunPaths
+from infertune.optimize.sweep import SimStats, SweepGrid, sweep, validation_key
+from infertune.report.provenance import assert_all_figures_have_provenance
+from infertune.report.render_html import render_html
+from infertune.report.render_md import render_markdown
+from infertune.report.run_report import build_run_report, write_run_report
+from infertune.report.run_scaleout import scale_out
+from infertune.report.run_slo import slo_check
+from infertune.report.schema import Report, ScaleOut
+
+HW = "test cpu (2 cores)"
+
+
+def fake_sim(policy: ServePolicy, rate: float) -> SimStats:
+    service = 4.0 + policy.max_batch_size
+    return SimStats(rate, service, service * 1.5, service * 2.0, shed=0.0, utilisation=0.5)
+
+
+def curve() -> ServiceCurve:
+    points = [CurvePoint(b, None, ms, ms * 1.2, ms, 5, b / (ms / 1000))
+              for b, ms in ((1, 5.0), (4, 8.0))]
+    return ServiceCurve(points=points, runtime="onnxruntime")
+
+
+def profile(cold_s: float) -> Profile:
+    # only the cold start is read by the scale-out section
+    cold = ColdStart(import_s=cold_s - 0.5, load_s=0.4, first_inference_ms=100.0,
+                     settled_after=3, steady_ms=5.0)
+    return cast(Profile, SimpleNamespace(cold_start=cold))
+
+
+def record(*, mean: SimStats | None, peak: SimStats | None,
+           cold_s: float | None = 6.0) -> RunRecord:
+    """A run whose chosen policy was load-tested at the mean (10 req/s) and peak (30 req/s)
+    with the given measured stats (None: that rate was not load-tested)."""
+    scenario = Scenario.model_validate({
+        "slo": {"p95_ms": 50, "p99_ms": 80},
+        "traffic": {"pattern": "bursty", "mean_rps": 10, "peak_rps": 30},
+        "deployment": {"cost_per_hour_usd": 0.2}})
+    slo = scenario.slo.targets()
+    result = sweep(fake_sim, variant_id="int8", slo=slo, mean_rps=10, peak_rps=30,
+                   grid=SweepGrid((1, 4), (0.0,), (1,), (64,)),
+                   service_ms=lambda b: 4.0 + b, cost_per_hour_usd=0.2, timeout_ms=80.0)
+    pid = result.best.policy_id
+    validations = {}
+    for label, stats, rate in (("mean", mean, 10.0), ("peak", peak, 30.0)):
+        if stats is not None:
+            validations[validation_key("int8", pid, label)] = Validation(stats, rate, 0.4, 6.0,
+                                                                         [])
+    return RunRecord(
+        model="m", scenario=scenario, data_source="held.jsonl", quick=cold_s is None,
+        task="embedding", baseline_runtime="torch", quality_count=64, hardware_label=HW,
+        profile=profile(cold_s) if cold_s is not None else None, sweep=result,
+        validations=validations, curve=curve())
+
+
+def section(run: RunRecord) -> ScaleOut | None:
+    return scale_out(run, slo_check(run))
+
+
+MEETS = SimStats(10, 6.0, 9.0, 12.0, shed=0.0, requests=60)
+MISSES = SimStats(30, 60.0, 120.0, 200.0, shed=0.0, requests=180)
+
+
+def test_instances_at_the_peak_come_from_the_measured_goodput_with_ray_settings() -> None:
+    run = record(mean=MEETS, peak=MISSES)
+    s = section(run)
+    assert s is not None and s.variant_id == "int8"
+    # the mean rate (10 req/s achieved, nothing shed) kept the SLO; the peak did not
+    assert s.per_instance_goodput is not None and s.per_instance_goodput.value == 10.0
+    assert s.per_instance_goodput.source == "measured" and s.per_instance_goodput.samples == 60
+    assert s.instances_at_peak is not None and s.instances_at_peak.value == 3  # ceil(30 / 10)
+    assert "at most 3 instance(s)" in s.statement
+    # Ray Serve settings: max_replicas is the instances at the peak, capacity the goodput
+    assert s.settings["max_replicas"] == 3
+    capacity = s.derivations["replica_capacity_rps"]
+    assert capacity.value == 10.0 and capacity.source == "measured"
+    # bursty traffic steps to the peak faster than a replica starts: the warm pool is all 3
+    assert s.settings["min_replicas"] == s.settings["initial_replicas"] == 3
+    # Little's law at the measured goodput: the chosen policy batches 1 (W = 0 + 2 x 5 = 10 ms
+    # fits the 80 ms p99); 10 req/s x 0.01 s = 0.1 requests, raised to 1
+    assert run.sweep is not None and run.sweep.best.policy["max_batch_size"] == 1
+    assert s.settings["target_ongoing_requests"] == 1.0
+    assert s.settings["max_ongoing_requests"] == 2
+    # Ray's default 10 s push on an unknown cluster: 2 pushes up, 5 x that down, look-back 50
+    assert s.settings["upscale_delay_s"] == 20.0 and s.settings["downscale_delay_s"] == 100.0
+    assert s.settings["look_back_period_s"] == 50.0
+    assert set(s.derivations) >= {"target_ongoing_requests", "min_replicas", "max_replicas",
+                                  "upscale_delay_s", "downscale_delay_s"}
+    assert all(f.source == "estimate" and f.basis.startswith("derived: ")
+               for k, f in s.derivations.items() if k != "replica_capacity_rps")
+    # the whole report (built without the profile stand-in) carrying this section
+    run.profile = None
+    report = build_run_report(run).model_copy(update={"scale_out": s})
+    data = report.to_dict()
+    assert_all_figures_have_provenance(data)
+    assert Report.from_dict(data).to_dict() == data
+    md, html = render_markdown(report), render_html(report)
+    assert "### Scale-out (Ray Serve)" in md and "max_replicas=3" in md
+    assert "Scale-out (Ray Serve)" in html and "max_replicas=3" in html
+
+
+def test_the_peak_itself_kept_the_slo_so_one_instance_is_enough() -> None:
+    ok_peak = SimStats(30, 6.0, 9.0, 12.0, shed=0.0, requests=180)
+    s = section(record(mean=MEETS, peak=ok_peak))
+    assert s is not None and s.per_instance_goodput is not None
+    assert s.per_instance_goodput.value == 30.0  # the highest measured goodput wins
+    assert s.instances_at_peak is not None and s.instances_at_peak.value == 1
+
+
+def test_without_a_measured_goodput_it_says_so_and_shows_the_percentile_reached() -> None:
+    run = record(mean=SimStats(10, 60.0, 90.0, 150.0, shed=0.0, requests=60), peak=MISSES)
+    s = section(run)
+    assert s is not None and s.per_instance_goodput is None
+    assert s.statement.startswith("No per-instance goodput was measured: no tested rate met")
+    assert "p99 150.0 ms against 80 ms at the mean rate" in s.statement
+    assert "p99 200.0 ms against 80 ms at the peak rate" in s.statement
+    assert run.sweep is not None
+    sim = run.sweep.best.goodput_rps
+    assert sim is not None  # the fake simulator keeps the SLO at any rate
+    inst = s.instances_at_peak
+    assert inst is not None and inst.source == "estimate" and "simulator" in inst.basis
+    assert inst.value == math.ceil(30 / sim)
+    capacity = s.derivations["replica_capacity_rps"]
+    assert capacity.source == "estimate" and capacity.value == pytest.approx(sim, rel=1e-3)
+    run.profile = None
+    assert_all_figures_have_provenance(build_run_report(run).to_dict())
+
+
+def test_a_run_without_a_cold_start_gets_no_ray_settings_and_says_why() -> None:
+    s = build_run_report(record(mean=MEETS, peak=MISSES, cold_s=None)).scale_out
+    assert s is not None and s.settings == {} and s.derivations == {}
+    assert s.instances_at_peak is not None and s.instances_at_peak.value == 3
+    assert any(w.startswith("no Ray Serve settings derived: this run: no measured cold start")
+               and "--engine ray" in w for w in s.warnings)
+
+
+def test_no_sweep_no_section_and_the_saved_report_carries_it(tmp_path: Path) -> None:
+    run = record(mean=MEETS, peak=MISSES, cold_s=None)
+    run.save(RunPaths(tmp_path))
+    saved = write_run_report(tmp_path)
+    assert saved["scale_out"]["instances_at_peak"]["value"] == 3
+    assert saved["scale_out"]["warnings"][0].startswith("no Ray Serve settings derived")
+    run.sweep = None
+    assert build_run_report(run).scale_out is None
