@@ -14,26 +14,36 @@ used when it sends them; else a tokenizer passed in counts the streamed text; el
 content event counts as one token and the count is labelled approximate.
 
 The target reuses the generic open-loop runner (runner.run_schedule): ``send`` keeps the clock
-reading at its start and at each token, and ``stream_records`` lines those readings up with the
+reading at its start and, through http_stream's client, the reading of every network read with
+its bytes; ``finish`` parses the events after the run and lines those readings up with the
 runner's records (which hold the intended and actual send offsets), so the schedule, the
-in-flight cap and client lag are exactly those of every other load test.
+in-flight cap and client lag are exactly those of every other load test. Parsing after the run
+keeps the client's work per token to a clock reading and a list append while sends are due.
+A 2xx stream counts as answered only when it ended with ``data: [DONE]``; one cut short or
+ended without it is a ``stream_error``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import aiohttp
 import numpy as np
 
 from infertune.errors import ConfigError, DataError
-from infertune.loadgen.result import LoadResult, RequestRecord, parse_server_timing, summarise
+from infertune.loadgen.http_stream import RawResponse, StreamClient
+from infertune.loadgen.precise_loop import precise_runner
+from infertune.loadgen.result import (
+    LoadResult,
+    RequestRecord,
+    is_ok,
+    parse_server_timing,
+    summarise,
+)
 from infertune.loadgen.runner import ProgressFn, RunOptions, run_schedule
 from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.streaming_result import (
@@ -161,29 +171,29 @@ class OpenAITarget:
         self.name, self.url, self.api = url, url, api
         self.prompts, self.model = prompts, model
         self.timeout_s, self.count_tokens, self.clock = timeout_s, count_tokens, clock
-        self._bodies: list[bytes] = []
-        self._streams: dict[int, _Stream] = {}
-        self._session: aiohttp.ClientSession | None = None
+        StreamClient(url, timeout_s=timeout_s, clock=clock)  # a bad URL fails here, not later
+        self._requests: list[bytes] = []
+        self._responses: dict[int, RawResponse] = {}
+        self._client: StreamClient | None = None
 
     async def open(self) -> None:
-        self._streams = {}
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0),
-            timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        self._responses = {}
+        self._client = StreamClient(self.url, timeout_s=self.timeout_s, clock=self.clock)
         if self.model is None:
-            self.model = await self._first_model()
+            self.model = await self._first_model(self._client)
         # Encode once: the load generator should not spend its time in json.dumps.
-        self._bodies = [json.dumps(self._body(p)).encode() for p in self.prompts]
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        self._requests = [self._client.request_bytes("POST", json.dumps(self._body(p)).encode(),
+                                                     headers=headers) for p in self.prompts]
 
-    async def _first_model(self) -> str:
+    async def _first_model(self, client: StreamClient) -> str:
         """The first id the server lists at /v1/models; "default" when it lists none."""
-        assert self._session is not None
-        base = self.url.split("/v1/")[0] if "/v1/" in self.url else self.url.rstrip("/")
+        base = client.path.split("/v1/")[0] if "/v1/" in client.path else ""
+        request = client.request_bytes("GET", path=f"{base}/v1/models")
+        response = await client.send(request, self.clock())
         try:
-            async with self._session.get(f"{base}/v1/models") as resp:
-                data = await resp.json(content_type=None)
-            return str(data["data"][0]["id"])
-        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, IndexError, TypeError):
+            return str(json.loads(response.body)["data"][0]["id"])
+        except (ValueError, KeyError, IndexError, TypeError):
             return "default"
 
     def _body(self, prompt: Prompt) -> dict[str, object]:
@@ -196,43 +206,64 @@ class OpenAITarget:
         return body
 
     async def send(self, index: int) -> Reply:
-        assert self._session is not None, "open() the target first"
-        stream = self._streams[index] = _Stream(started=self.clock())
-        body = self._bodies[index % len(self._bodies)]
-        try:
-            async with self._session.post(self.url, data=body, headers={
-                    "Content-Type": "application/json", "Accept": "text/event-stream"}) as resp:
-                if resp.status // 100 != 2:
-                    await resp.read()
-                    return Reply(str(resp.status))
-                timing = parse_server_timing(resp.headers.get("Server-Timing"))
-                finished = await self._read_events(resp, stream)
-                return Reply(str(resp.status) if finished else "stream_error", timing)
-        except TimeoutError:
-            return Reply("timeout")
-        except aiohttp.ClientPayloadError:
-            return Reply("stream_error")  # the server hung up mid-stream
-        except aiohttp.ClientConnectionError:
-            return Reply("connection_error")
-        except aiohttp.ClientError:
-            return Reply("error")
+        """Send one request and keep its raw answer; the status is provisional until
+        ``finish`` has seen whether the stream ended with [DONE]."""
+        assert self._client is not None, "open() the target first"
+        response = await self._client.send(self._requests[index % len(self._requests)],
+                                           self.clock())
+        self._responses[index] = response
+        if is_ok(response.status) and not response.complete:
+            return Reply("stream_error")
+        return Reply(response.status)
 
-    async def _read_events(self, resp: aiohttp.ClientResponse, stream: _Stream) -> bool:
-        """Read ``data:`` lines until ``[DONE]`` (True) or the end of the body (False).
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
-        Reads whatever bytes have arrived and splits them here rather than awaiting line by
-        line: one await per network read, not two per event (each SSE event is a data line
-        and a blank line). Events that arrive in one read share its arrival time, which is
-        when the client could first have seen them."""
+    def finish(self, records: list[RequestRecord]
+               ) -> tuple[list[RequestRecord], list[StreamRecord]]:
+        """Parse every kept answer (after the run: see the module docstring). Returns the
+        runner's records with their final status and the server's Server-Timing header, and the
+        StreamRecords with each token's arrival on the runner's time base."""
+        settled, streams = [], []
+        for r in records:
+            response = self._responses.get(r.index)
+            stream, done = self._parse(response) if response is not None else (None, False)
+            status = "stream_error" if is_ok(r.status) and not done else r.status
+            header = parse_server_timing(response.headers.get("server-timing")) \
+                if response is not None else {}
+            settled.append(replace(r, status=status,
+                                   server_timing_ms={**r.server_timing_ms, **header}))
+            streams.append(self._stream_record(settled[-1], stream))
+        self._responses = {}  # the raw bytes are no longer needed
+        return settled, streams
+
+    def _parse(self, response: RawResponse) -> tuple[_Stream, bool]:
+        """The events of one answer: (its stream, True when it ended with [DONE]). Each event
+        takes the time of the read that brought its last byte, when the client could first
+        have seen it."""
         key = "delta" if self.api == "openai-chat" else None
+        stream = _Stream(started=response.started)
         pending = b""
-        async for chunk in resp.content.iter_any():
-            now = self.clock()
+        for now, chunk in response.chunks:
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
                 if self._event(line, now, stream, key):
-                    return True
-        return self._event(pending, self.clock(), stream, key)
+                    return stream, True
+        last = response.chunks[-1][0] if response.chunks else response.done
+        return stream, self._event(pending, last, stream, key)
+
+    def _stream_record(self, r: RequestRecord, s: _Stream | None) -> StreamRecord:
+        shift = r.sent_s - s.started if s is not None else 0.0
+        count, source = self._count(s) if s is not None else (0, "approximate")
+        return StreamRecord(
+            index=r.index, intended_s=r.intended_s, sent_s=r.sent_s, done_s=r.done_s,
+            status=r.status, token_s=[t + shift for t in s.tokens] if s is not None else [],
+            output_tokens=count, prompt_tokens=s.usage_in if s is not None else None,
+            token_source=source, server_timing_ms={**r.server_timing_ms,
+                                                   **(s.server_ms if s else {})},
+            server_gaps_ms=list(s.server_gaps_ms) if s is not None else [])
 
     def _event(self, raw: bytes, now: float, stream: _Stream, key: str | None) -> bool:
         """Take one SSE line; True when it is the ``[DONE]`` sentinel."""
@@ -260,27 +291,6 @@ class OpenAITarget:
         if isinstance(timing, dict):
             _read_server_timing(timing, stream)
         return False
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    def stream_records(self, records: list[RequestRecord]) -> list[StreamRecord]:
-        """The runner's records with each request's token arrivals on the same time base."""
-        out = []
-        for r in records:
-            s = self._streams.get(r.index)
-            shift = r.sent_s - s.started if s is not None else 0.0
-            tokens = [t + shift for t in s.tokens] if s is not None else []
-            count, source = self._count(s) if s is not None else (0, "approximate")
-            out.append(StreamRecord(
-                index=r.index, intended_s=r.intended_s, sent_s=r.sent_s, done_s=r.done_s,
-                status=r.status, token_s=tokens, output_tokens=count,
-                prompt_tokens=s.usage_in if s is not None else None, token_source=source,
-                server_timing_ms={**r.server_timing_ms, **(s.server_ms if s else {})},
-                server_gaps_ms=list(s.server_gaps_ms) if s is not None else []))
-        return out
 
     def _count(self, s: _Stream) -> tuple[int, TokenSource]:
         if s.usage_out is not None:
@@ -331,8 +341,10 @@ def run_stream_records(schedule: Schedule, target: OpenAITarget, options: RunOpt
     """The request-level LoadResult and the per-request StreamRecords of one run, on the
     target's clock (its token times and the runner's offsets share one time base)."""
     with steady_gc():  # as in runner.run_load
-        records = asyncio.run(run_schedule(schedule, target, options, clock=target.clock,
-                                           on_progress=on_progress))
+        with precise_runner() as loop:  # timers to the microsecond: see precise_loop.py
+            records = loop.run(run_schedule(schedule, target, options, clock=target.clock,
+                                            on_progress=on_progress))
+    records, streams = target.finish(records)
     load = summarise(target.name, records, schedule.stats(), lag_warn_ms=options.lag_warn_ms,
                      seed=options.seed)
-    return load, target.stream_records(records)
+    return load, streams

@@ -8,42 +8,52 @@ is *not* dropped and *not* rescheduled: it waits client-side for a free slot, is
 ``waited_for_slot``, and its wait appears both as client lag and in its latency (still measured
 from the intended time). A cap thus protects the client's sockets without hiding a slow server.
 
-Timing: asyncio timers on Linux wake up to ~1 ms late (epoll has millisecond resolution), so the
-runner sleeps until ``spin_s`` before a send is due, then yields in a tight loop for the rest.
-That costs at most ``spin_s`` of CPU per gap and keeps client lag well under a millisecond on an
-idle core; set ``spin_s=0`` to never spin. A target that runs the model in this process
-(``shares_process = True``, e.g. InProcessTarget) is never spun for: the spinning loop would
-hold the GIL that the model's worker threads need, and slow the very thing being measured.
+Timing: ``run_load`` runs on precise_loop's event loop, whose timers wake to the microsecond
+(asyncio's default loop rounds every wait up to a whole millisecond). Even so the process wakes
+some tens of microseconds late (timer slack, the scheduler), and more on a busy machine. So the
+runner sleeps until shortly before a send is due and yields in a tight loop (``sleep(0)``, which
+still handles replies) for the rest. How early it wakes is measured, not guessed: the margin is
+1.25 x the largest overshoot among its last 64 wake-ups, at least ``SPIN_FLOOR_S`` and at most
+``spin_s`` (``spin_s=0``: never spin). On a quiet core that is ~0.1 ms of spinning per send; on
+a loop with millisecond timers (``run_schedule`` called inside someone else's loop) it learns to
+wake about a millisecond early. A target that runs the model in this process (``shares_process
+= True``, e.g. InProcessTarget) is never spun for: the spinning loop would hold the GIL that the
+model's worker threads need, and slow the very thing being measured.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from infertune.errors import ConfigError
+from infertune.loadgen.precise_loop import precise_runner
 from infertune.loadgen.result import LAG_WARN_MS, LoadResult, RequestRecord, summarise
 from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.targets import Reply, Target
 from infertune.measure.collector import steady_gc
 
 ProgressFn = Callable[[int, int], None]
+SPIN_FLOOR_S = 0.0001  # below timer slack (50 us) plus a wake-up: never spin less
+WAKE_WINDOW = 64  # recent wake-ups the spin margin is learned from
 
 
 @dataclass
 class RunOptions:
     max_in_flight: int | None = None
-    spin_s: float = 0.001
+    spin_s: float = 0.002  # the most the runner spins before a send (see the docstring)
     lag_warn_ms: float = LAG_WARN_MS
     seed: int = 0  # for the bootstrap CIs of the summary
 
     def __post_init__(self) -> None:
-        from infertune.errors import ConfigError
-
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ConfigError(f"max in-flight must be >= 1, got {self.max_in_flight}; "
                               "pass --max-in-flight 1 or more, or leave it out")
+        if self.spin_s < 0:
+            raise ConfigError(f"spin_s must be >= 0 seconds, got {self.spin_s}; 0 never spins")
 
 
 async def run_schedule(schedule: Schedule, target: Target, options: RunOptions | None = None,
@@ -56,7 +66,7 @@ async def run_schedule(schedule: Schedule, target: Target, options: RunOptions |
     records: list[RequestRecord | None] = [None] * total
     slots = asyncio.Semaphore(options.max_in_flight) if options.max_in_flight else None
     done = 0
-    spin_s = 0.0 if getattr(target, "shares_process", False) else options.spin_s
+    waker = _Waker(clock, 0.0 if getattr(target, "shares_process", False) else options.spin_s)
     await target.open()
     try:
         t0 = clock()
@@ -83,7 +93,7 @@ async def run_schedule(schedule: Schedule, target: Target, options: RunOptions |
 
         tasks: list[asyncio.Task[None]] = []
         for index, intended in enumerate(offsets):
-            await _wait_until(t0 + intended, clock, spin_s)
+            await waker.wait_until(t0 + intended)
             tasks.append(asyncio.create_task(one(index, intended)))
         if tasks:
             await asyncio.gather(*tasks)
@@ -92,13 +102,25 @@ async def run_schedule(schedule: Schedule, target: Target, options: RunOptions |
     return [r for r in records if r is not None]
 
 
-async def _wait_until(deadline: float, clock: Callable[[], float], spin_s: float) -> None:
-    remaining = deadline - clock()
-    if remaining > spin_s:
-        await asyncio.sleep(remaining - spin_s)
-    # Yield (so replies are handled) until due; a no-op when already late.
-    while clock() < deadline:
-        await asyncio.sleep(0)
+class _Waker:
+    """Sleeps until ``margin`` before a deadline, then yields until it; the margin follows the
+    measured wake-up overshoots (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float], cap_s: float) -> None:
+        self.clock, self.cap_s = clock, max(cap_s, 0.0)
+        self.margin_s = self.cap_s  # cautious until the first wake-ups are measured
+        self._overshoots: deque[float] = deque(maxlen=WAKE_WINDOW)
+
+    async def wait_until(self, deadline: float) -> None:
+        wake = deadline - self.margin_s
+        if wake > self.clock():
+            await asyncio.sleep(wake - self.clock())
+            if self.cap_s > 0:
+                self._overshoots.append(self.clock() - wake)
+                self.margin_s = min(self.cap_s, max(SPIN_FLOOR_S, 1.25 * max(self._overshoots)))
+        # Yield (so replies are handled) until due; a no-op when already late.
+        while self.clock() < deadline:
+            await asyncio.sleep(0)
 
 
 def run_load(schedule: Schedule, target: Target, options: RunOptions | None = None,
@@ -107,8 +129,9 @@ def run_load(schedule: Schedule, target: Target, options: RunOptions | None = No
     """Run ``schedule`` against ``target`` in a fresh event loop and summarise the records."""
     options = options or RunOptions()
     with steady_gc():  # see measure/collector.py: what a server that froze its start sees
-        records = asyncio.run(run_schedule(schedule, target, options, clock=clock,
-                                           on_progress=on_progress))
+        with precise_runner() as loop:
+            records = loop.run(run_schedule(schedule, target, options, clock=clock,
+                                            on_progress=on_progress))
     result = summarise(target.name, records, schedule.stats(),
                        lag_warn_ms=options.lag_warn_ms, seed=options.seed)
     utilisation = getattr(target, "utilisation", None)
