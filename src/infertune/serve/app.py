@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+import orjson
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -47,7 +48,6 @@ from infertune.serve.openapi import (
     HealthBody,
     ModelCard,
     ModelRef,
-    PredictResponse,
     PurgeResponse,
     ReadyBody,
     openapi_schema,
@@ -194,10 +194,18 @@ class _Handlers:
             log.exception("predict failed")
             m.errors.labels(type=f"internal_{type(exc).__name__}").inc()
             return _error(500, f"internal error: {type(exc).__name__}; see the server log")
-        body_out = PredictResponse(outputs=result.outputs, model=ModelRef(**self.runtime.model),
-                                   cached=result.cached)
-        return JSONResponse(body_out.model_dump(mode="json"),
-                            headers={"Server-Timing": server_timing(result.timings)})
+        # The answer has PredictResponse's shape (the OpenAPI schema); it is encoded directly
+        # because an embedding is hundreds of floats, and building the pydantic model and
+        # running the stdlib encoder cost ~0.4 ms of event-loop time per answer.
+        try:
+            encoded = orjson.dumps({"outputs": result.outputs, "model": self.runtime.model,
+                                    "cached": result.cached})
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            m.errors.labels(type="output_not_json").inc()
+            return _error(500, f"the model's output cannot be sent as JSON ({exc}); return "
+                          "arrays, numbers, strings, lists or dicts from postprocess")
+        return Response(encoded, media_type="application/json",
+                        headers={"Server-Timing": server_timing(result.timings)})
 
     async def healthz(self, request: Request) -> Response:
         return JSONResponse(HealthBody(status="alive").model_dump())

@@ -29,7 +29,13 @@ import numpy as np
 
 from infertune.config import ServePolicy
 from infertune.models.base import Adapter
-from infertune.serve.batcher import Batcher, BatchOutcome, run_stages, text_bucket
+from infertune.serve.batcher import (
+    Batcher,
+    BatchFailed,
+    BatchOutcome,
+    run_stages,
+    text_bucket,
+)
 from infertune.serve.cache import MISS, LayeredCache, LRUCache, RedisCache, cache_key, redis_client
 from infertune.serve.cascade import Cascade, Tier
 from infertune.serve.metrics import STAGES, ServeMetrics
@@ -51,16 +57,27 @@ class PredictResult:
 
 
 def to_jsonable(value: Any) -> Any:
-    """numpy arrays and scalars -> lists and Python numbers (embeddings as lists of floats)."""
+    """numpy arrays and scalars -> lists and Python numbers (embeddings as lists of floats).
+    BatchFailed on NaN or infinity: JSON cannot carry them, and a null in their place would
+    pass a broken answer off as a real one."""
     if isinstance(value, np.ndarray):
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            raise _non_finite()
         return value.tolist()
     if isinstance(value, np.generic):
+        if value.dtype.kind in "fc" and not np.isfinite(value):
+            raise _non_finite()
         return value.item()
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     return value
+
+
+def _non_finite() -> BatchFailed:
+    return BatchFailed("NonFiniteOutput", "the model returned NaN or infinity, which JSON "
+                       "cannot carry; check the model and its inputs (e.g. an fp16 overflow)")
 
 
 class ServeRuntime:

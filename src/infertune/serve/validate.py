@@ -78,7 +78,10 @@ class PurgeRequest(BaseModel):
 
 def parse_json(body: bytes) -> Any:
     """``body`` as JSON, or BadRequest(400) naming the problem; never raises anything else."""
-    depth = nesting_depth(body)
+    # every level opens a bracket, so a body with few brackets needs no scan (the scan cost
+    # ~0.15 ms per request, more than parsing a one-sentence body)
+    few = body.count(b"[") + body.count(b"{") <= MAX_DEPTH
+    depth = 0 if few else nesting_depth(body)
     if depth > MAX_DEPTH:
         raise BadRequest(400, f"body nests {depth} levels deep; the limit is {MAX_DEPTH}; "
                          "flatten the input")

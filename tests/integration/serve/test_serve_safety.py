@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from conftest import running, wait_until
 
@@ -91,3 +93,28 @@ def test_readyz_waits_for_warmup_and_model_route_and_openapi_match() -> None:
     documented = {(path, method.upper()) for path, ops in schema["paths"].items() for method in ops}
     served = {(r.path, m) for r in app.routes for m in r.methods if m != "HEAD"}
     assert documented == served
+
+
+class _NaNOnMarker(GatedAdapter):
+    """Outputs NaN for texts that start with NAN (a model that overflowed on them)."""
+
+    def postprocess(self, outputs: Any, inputs: Any) -> list[Any]:
+        rows = super().postprocess(outputs, inputs)
+        texts = self.seen[-1] if self.seen else []
+        return [np.full_like(row, np.nan) if text.startswith("NAN") else row
+                for row, text in zip(rows, texts, strict=True)]
+
+
+def test_a_nan_output_is_a_one_line_500_not_a_null_and_others_are_answered() -> None:
+    app = create_app(_NaNOnMarker(), ServePolicy(max_wait_ms=0, cache_size=0))
+    with running(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        bad = client.post("/v1/predict", json={"inputs": ["NAN please"]})
+        assert bad.status_code == 500
+        assert "NaN or infinity" in bad.json()["error"] and "\n" not in bad.json()["error"]
+        good = client.post("/v1/predict", json={"inputs": ["fine"]})
+        assert good.status_code == 200
+        body = good.json()
+        assert set(body) == {"outputs", "model", "cached"}  # PredictResponse's shape
+        assert body["model"] == {"id": "fake", "version": "v1"} and body["cached"] == [False]
+        assert len(body["outputs"][0]) == 3 and all(isinstance(x, float)
+                                                   for x in body["outputs"][0])
