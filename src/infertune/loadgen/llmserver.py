@@ -21,6 +21,8 @@ out in the last event as ``infertune_timing`` (ttft_ms, queue_ms, e2e_ms, gaps_m
 compare the client's figures with the server's. ``--stall-ms`` holds every ``--stall-every``-th
 request that long before its prefill (a stall before the first token); ``--synthetic-itl-ms``
 replaces the model with a timer (calibrating the load generator without a model's CPU cost).
+``--fake`` starts fake_llmserver instead: the same routes with no model and no aiohttp, a few
+microseconds per token, the load source of benchmarks/llm_loadgen_capacity.py.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import torch
 from aiohttp import web
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from infertune.loadgen import fake_llmserver
 from infertune.loadgen.localserver import serve_forever
 
 MODEL_ID = "infertune-tiny-llm"
@@ -333,7 +336,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stall-every", type=int, default=1, help="stall every N-th request")
     parser.add_argument("--synthetic-itl-ms", type=float, default=None,
                         help="no model: one token per this many ms (load-generator calibration)")
+    parser.add_argument("--fake", action="store_true",
+                        help="a load source for the client benchmark, not a model server: "
+                             "fake_llmserver, one token per --synthetic-itl-ms (default 10)")
     args = parser.parse_args(argv)
+    if args.fake:
+        itl = 10.0 if args.synthetic_itl_ms is None else args.synthetic_itl_ms
+        fake_llmserver.main(["--port", str(args.port), "--itl-ms", str(itl)])
+        return
     try:
         config = ServerConfig(
             hidden_size=args.hidden_size, layers=args.layers, heads=args.heads,

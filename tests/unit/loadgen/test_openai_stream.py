@@ -154,12 +154,14 @@ def test_the_request_is_an_openai_streaming_body() -> None:
 def test_failures_are_counted_not_raised() -> None:
     scripts = {0: Script(status=429), 1: Script(events=[Event(0, {"choices": []})]),
                2: Script(events=chat_tokens(["a", "b"], 0.0, 0.0)[:1], cut=True),
-               3: Script(events=[Event(0, "not json"), *chat_tokens(["a"], 0, 0, usage=1)])}
+               3: Script(events=[Event(0, "not json"), *chat_tokens(["a"], 0, 0, usage=1)]),
+               4: Script(events=chat_tokens(["a"], 0, 0, usage=1), done=False)}
     with ScriptedSSE(lambda n, body: scripts[n]) as url:
-        result, _ = _run(url, n=4, rate=5)
+        result, _ = _run(url, n=5, rate=5)
     counts = result.load.status_counts
     assert counts["429"] == 1 and result.load.sheds == 1
-    assert counts.get("stream_error", 0) == 1
+    # cut mid-stream (2) and ended cleanly but without [DONE] (4)
+    assert counts.get("stream_error", 0) == 2
     assert result.ttft is not None and result.ttft.count == 1  # only request 3 streamed a token
     assert any("without a single content token" in w for w in result.warnings)
 

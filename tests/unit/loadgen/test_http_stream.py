@@ -1,0 +1,263 @@
+"""The streaming load generator's own HTTP/1.1 client (http_stream.py), its precise timers
+(precise_loop.py), the runner's learned spin margin, and the fake LLM server it is benchmarked
+against (fake_llmserver.py).
+
+The client's framing is tested by feeding a connection bytes split at every size, on a counting
+clock, so each body byte's read time is known exactly; the pool, keep-alive, retries, timeouts
+and failures against real sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import socket
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from infertune.errors import ConfigError
+from infertune.loadgen.fake_llmserver import FakeConfig, FakeProtocol
+from infertune.loadgen.http_stream import RawResponse, StreamClient, _Connection
+from infertune.loadgen.precise_loop import is_precise, new_precise_loop, precise_runner
+from infertune.loadgen.runner import SPIN_FLOOR_S, RunOptions, _Waker
+
+CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nServer-Timing: q;dur=2\r\n\r\n"
+           b"5\r\nhello\r\nA;ext=1\r\n, streamed\r\n0\r\nX-Trailer: t\r\n\r\n")
+BODY = b"hello, streamed"
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def feed(raw: bytes, size: int, lose: bool = False) -> tuple[RawResponse, _Connection]:
+    """Feed ``raw`` to a connection in pieces of ``size`` bytes; the clock counts reads."""
+    ticks = itertools.count(1)
+
+    async def scenario() -> tuple[RawResponse, _Connection]:
+        connection = _Connection(lambda: float(next(ticks)))
+        connection.connection_made(FakeTransport())
+        response = RawResponse(started=0.0)
+        finished = connection.start(b"GET / HTTP/1.1\r\n\r\n", response)
+        for at in range(0, len(raw), size):
+            connection.data_received(raw[at:at + size])
+        if lose:
+            connection.connection_lost(None)
+        assert finished.done() or not response.complete
+        return response, connection
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 16, len(CHUNKED)])
+def test_chunked_body_split_anywhere(size: int) -> None:
+    response, connection = feed(CHUNKED, size)
+    assert response.status == "200" and response.complete and connection.reusable
+    assert response.body == BODY and response.headers["server-timing"] == "q;dur=2"
+    # each body byte carries the clock of the read that brought it: read n (counted from 1)
+    # holds the raw bytes [(n - 1) x size, n x size)
+    head = CHUNKED.index(b"\r\n\r\n") + 4
+    second = CHUNKED.index(b", streamed")
+    positions = [head + 3 + k for k in range(5)] + [second + k for k in range(10)]
+    stamps = [at for at, piece in response.chunks for _ in piece]
+    assert stamps == [float(p // size + 1) for p in positions]
+
+
+def test_content_length_close_delimited_and_lost_bodies() -> None:
+    length = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    response, connection = feed(length, 4)
+    assert response.complete and response.body == b"hello" and connection.reusable
+    until_close = b"HTTP/1.0 200 OK\r\n\r\npart one, part two"
+    response, connection = feed(until_close, 5)
+    assert not response.complete and response.body == b"part one, part two"
+    response, connection = feed(until_close, 5, lose=True)  # the close ends the body
+    assert response.complete and response.status == "200" and not connection.reusable
+    response, _ = feed(CHUNKED[:-20], 6, lose=True)  # cut inside a chunk
+    assert (response.status, response.complete) == ("stream_error", False)
+    response, _ = feed(b"HTTP/1.1 200 O", 3, lose=True)  # cut inside the head
+    assert (response.status, response.complete) == ("connection_error", False)
+    response, connection = feed(b"SSH-2.0-OpenSSH\r\n\r\n", 64)  # not HTTP at all
+    assert response.status == "error" and connection.closed
+    response, _ = feed(b"HTTP/1.1 100 Continue\r\n\r\n" + length, 9)
+    assert response.status == "200" and response.body == b"hello"
+    response, connection = feed(b"HTTP/1.1 503 Busy\r\nConnection: close\r\n"
+                                b"Content-Length: 2\r\n\r\nno", 64)
+    assert response.status == "503" and response.complete and not connection.reusable
+    response, _ = feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 64)
+    assert response.status == "stream_error"  # a chunk size that is not hex
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def _serve(handler: Handler) -> tuple[asyncio.Server, str, list[int]]:
+    accepted: list[int] = []
+
+    async def counted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        await handler(reader, writer)
+
+    server = await asyncio.start_server(counted, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}/v1/chat/completions", accepted
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length")), 0)
+    return head + await reader.readexactly(length)
+
+
+@pytest.mark.timeout(30)
+def test_client_reuses_connections_and_retries_one_closed_while_idle() -> None:
+    async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await _read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            writer.write(CHUNKED)
+
+    async def one_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(CHUNKED)  # says nothing of closing, then closes: a keep-alive timeout
+        await writer.drain()
+        writer.close()
+
+    async def scenario(handler: Handler) -> tuple[list[RawResponse], int]:
+        server, url, accepted = await _serve(handler)
+        async with server:
+            client = StreamClient(url, timeout_s=5, clock=lambda: 0.0)
+            request = client.request_bytes("POST", b"{}", headers={"X-A": "1"})
+            out = []
+            for _ in range(3):
+                out.append(await client.send(request, 0.0))
+                await asyncio.sleep(0.05)  # the server's close, if any, lands while idle
+            await client.close()
+        return out, len(accepted)
+
+    replies, connections = asyncio.run(scenario(keep_alive))
+    assert [r.body for r in replies] == [BODY] * 3 and connections == 1
+    replies, connections = asyncio.run(scenario(one_then_close))
+    assert [r.status for r in replies] == ["200"] * 3 and connections == 3
+
+
+@pytest.mark.timeout(30)
+def test_client_failures_are_statuses() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(5)
+
+    async def scenario() -> tuple[str, str]:
+        server, url, _ = await _serve(silent)
+        async with server:
+            client = StreamClient(url, timeout_s=0.2, clock=lambda: 0.0)
+            timed_out = await client.send(client.request_bytes("GET"), 0.0)
+            await client.close()
+        with socket.socket() as probe:  # a port nobody listens on
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        refused = StreamClient(f"http://127.0.0.1:{port}/", timeout_s=1, clock=lambda: 0.0)
+        return timed_out.status, (await refused.send(refused.request_bytes("GET"), 0.0)).status
+
+    assert asyncio.run(scenario()) == ("timeout", "connection_error")
+    with pytest.raises(ConfigError, match="is not an http"):
+        StreamClient("ftp://host/x", timeout_s=1, clock=lambda: 0.0)
+
+
+def test_request_bytes() -> None:
+    client = StreamClient("http://example.test:8080/v1/completions?a=1", timeout_s=1,
+                          clock=lambda: 0.0)
+    raw = client.request_bytes("POST", b'{"x": 1}', headers={"Accept": "text/event-stream"})
+    assert raw.startswith(b"POST /v1/completions?a=1 HTTP/1.1\r\nHost: example.test:8080\r\n")
+    assert raw.endswith(b"Accept: text/event-stream\r\nContent-Length: 8\r\n\r\n{\"x\": 1}")
+
+
+@pytest.mark.timeout(30)
+def test_precise_loop_and_the_learned_spin_margin() -> None:
+    async def scenario() -> tuple[bool, list[float], float, float]:
+        loop = asyncio.get_running_loop()
+        waker = _Waker(loop.time, cap_s=0.002)
+        assert waker.margin_s == 0.002  # cautious before any wake-up is measured
+        early = []
+        for i in range(20):
+            deadline = loop.time() + 0.001 + i * 0.0002
+            await waker.wait_until(deadline)
+            early.append(deadline - loop.time())
+        never = _Waker(loop.time, cap_s=0.0)
+        await never.wait_until(loop.time() + 0.001)
+        return is_precise(loop), early, waker.margin_s, never.margin_s
+
+    with precise_runner() as runner:
+        precise, early, margin, never = runner.run(scenario())
+    assert precise and not is_precise(asyncio.new_event_loop())
+    assert max(early) <= 0.0  # never returns before the send is due
+    assert SPIN_FLOOR_S <= margin <= 0.002 and never == 0.0
+    new_precise_loop().close()
+    with pytest.raises(ConfigError, match="spin_s must be >= 0"):
+        RunOptions(spin_s=-0.001)
+
+
+def _fake_exchange(requests: list[bytes]) -> list[RawResponse]:
+    async def scenario() -> list[RawResponse]:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: FakeProtocol(FakeConfig(itl_ms=0.5)),
+                                          "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = StreamClient(f"http://127.0.0.1:{port}/v1/chat/completions", timeout_s=5,
+                              clock=loop.time)
+        out = [await client.send(r, 0.0) for r in requests]
+        await client.close()
+        server.close()
+        return out
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.timeout(30)
+def test_fake_server_streams_on_its_timer_and_answers_bad_requests_400() -> None:
+    probe = StreamClient("http://127.0.0.1:1/v1/chat/completions", timeout_s=1,
+                         clock=lambda: 0.0)
+
+    def post(body: object, path: str | None = None) -> bytes:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return probe.request_bytes("POST", raw, path=path)
+
+    stream = {"max_tokens": 3, "stream": True, "stream_options": {"include_usage": True}}
+    replies = _fake_exchange([
+        post(b"{not json"), post([1]), post({"max_tokens": 0}), post(stream),
+        post({"max_tokens": 2}, path="/v1/completions"), probe.request_bytes("GET", path="/x"),
+        probe.request_bytes("GET", path="/v1/models")])
+    bad = [json.loads(r.body)["error"]["message"] for r in replies[:3]]
+    assert [r.status for r in replies[:3]] == ["400"] * 3
+    assert bad == ["the body is not valid JSON", "the body must be a JSON object",
+                   "'max_tokens' must be an integer >= 1, got 0"]
+    streamed = replies[3]
+    assert streamed.status == "200" and streamed.complete
+    events = [line[6:] for line in streamed.body.decode().split("\n") if line.startswith("data:")]
+    assert events[-1] == "[DONE]" and len(events) == 5  # 3 tokens, usage + timing, [DONE]
+    tokens = [json.loads(e)["choices"][0]["delta"]["content"] for e in events[:3]]
+    assert tokens == [" tok"] * 3
+    last = json.loads(events[3])
+    assert last["usage"]["completion_tokens"] == 3
+    timing = last["infertune_timing"]
+    writes = list(itertools.accumulate(timing["gaps_ms"], initial=timing["ttft_ms"]))
+    # token k is due at arrival + k x 0.5 ms: never sooner (a late one is not made up for by
+    # pushing the rest back)
+    assert len(writes) == 3 and all(w >= k * 0.5 - 0.001 for k, w in enumerate(writes))
+    whole = json.loads(replies[4].body)
+    assert whole["choices"][0]["text"] == " tok tok" and whole["usage"]["completion_tokens"] == 2
+    assert replies[5].status == "404"
+    assert json.loads(replies[6].body)["data"][0]["id"] == "infertune-fake-llm"
+    with pytest.raises(ValueError, match="must be >= 0"):
+        FakeConfig(itl_ms=-1)
