@@ -32,15 +32,6 @@ MEASURED_COVERS = {
 }
 
 
-# knowledge entries the baseline's own runtime already does (an .onnx baseline runs in an
-# onnxruntime session with every graph optimisation on)
-IN_PLACE_BY_RUNTIME = {"onnxruntime": {"ort-graph-optimisation"}}
-
-
-def already_in_place(runtime: str) -> set[str]:
-    return set(IN_PLACE_BY_RUNTIME.get(runtime, set()))
-
-
 def pct(ratio: float) -> float:
     return round((ratio - 1.0) * 100.0, 1) + 0.0
 

@@ -14,20 +14,24 @@ from typing import Any
 from infertune.optimize.choice import measured_inside_slo
 from infertune.optimize.record import RunRecord
 from infertune.optimize.serving import traffic_assumption
-from infertune.optimize.state import RunPaths
-from infertune.report.advisor import problem
-from infertune.report.knowledge import HardwareProfile
-from infertune.report.plan import first_week, guardrails, measurement_plan
+from infertune.optimize.state import RunPaths, floor_for
+from infertune.report.build import Findings, Library, RunSections, Subject, build_report
+from infertune.report.knowledge import default_dir, load_knowledge
 from infertune.report.plots import render_plots
 from infertune.report.render import write_report
+from infertune.report.run_options import KNOWLEDGE_DIR
+from infertune.report.run_scaleout import scale_out
 from infertune.report.run_sections import (
-    build_options,
     diagnosis,
+    measured_impacts,
+    measured_options,
     policy_rows,
     recommendation,
+    run_hardware,
     variant_rows,
 )
 from infertune.report.run_slo import slo_check
+from infertune.report.runtimes import RuntimeCatalogue
 from infertune.report.schema import (
     Figure,
     PlotData,
@@ -147,39 +151,54 @@ def notes(run: RunRecord) -> list[str]:
 
 
 def build_run_report(run: RunRecord) -> Report:
+    """The run's Report, assembled by the builder advise uses (report/build.py) from what the
+    run measured: the Findings and RunSections below are the only run-specific parts."""
     sc = run.scenario
     inside = measured_inside_slo(run)
-    hwp = HardwareProfile(description=run.hardware_label or "this machine",
-                          caps=frozenset({"cpu"}))
-    # when the baseline meets the SLO, say so once, as measured here (the advisor's own words
-    # would restate it from the scenario's figures, which may not even be given)
-    prob = problem(sc, hwp, None if inside else inside)
-    if inside:
-        prob = prob.model_copy(update={
-            "statement": prob.statement.rstrip(".") + "; measured here, the baseline already "
-            "meets the SLO unloaded, so this report turns to cost.", "inside_slo": True})
-    options = build_options(run, inside)
+    measured, covers = measured_options(run)  # before notes(): it may add a note to the run
     rec, serving = recommendation(run, inside)
-    floor = sc.constraints.quality_floor
-    report = Report(
-        kind="run", title=f"infertune optimize: {run.model}",
-        hardware=run.hardware_label or "this machine", problem=prob,
-        missing_facts=[], assumptions=_assumptions(run), diagnosis=diagnosis(run),
-        options=options, first_week=first_week(options, sc.missing_facts(), inside,
-                                               measured=True),
-        measurement_plan=measurement_plan(sc.model.task, floor.metric if floor else None),
-        guardrails=guardrails(), variants=variant_rows(run), policies=policy_rows(run),
-        plots=plots(run), recommendation=rec, serving=serving, slo_check=slo_check(run),
-        notes=notes(run))
-    return report
+    check = slo_check(run)
+    subject = Subject(
+        scenario=sc, hardware=run_hardware(run), hardware_known=True,
+        runtime=run.baseline_runtime, runtime_source="the baseline as loaded here",
+        supplied=frozenset(_measured_facts(run)), assumed={
+            "traffic": traffic_assumption(sc.traffic),
+            "constraints": f"the task's default quality floor "
+                           f"{floor_for(sc, run.task).text()} and no cost ceiling"})
+    findings = Findings(
+        inside_slo=inside, inside_measured=_inside_measured(run), diagnosis=diagnosis(run),
+        options=measured, covers=covers, impacts=measured_impacts(run, inside),
+        assumptions=_assumptions(run), recommendation=rec, notes=notes(run))
+    library = Library(knowledge=load_knowledge([default_dir(), KNOWLEDGE_DIR]),
+                      runtimes=RuntimeCatalogue.load())
+    sections = RunSections(variants=variant_rows(run), policies=policy_rows(run),
+                           plots=plots(run), serving=serving, slo_check=check,
+                           scale_out=scale_out(run, check))
+    return build_report("run", f"infertune optimize: {run.model}", subject, findings, library,
+                        sections)
+
+
+def _measured_facts(run: RunRecord) -> list[str]:
+    """Scenario facts the run supplied by measuring, so the report does not ask for them: the
+    machine (detected), the inputs (the held-out data) and, once profiled, the current
+    latency (the baseline's)."""
+    return ["hardware", "inputs"] + (["current"] if run.profile is not None else [])
+
+
+def _inside_measured(run: RunRecord) -> bool:
+    """Whether measured_inside_slo judged from a measurement (the baseline's profile against
+    stated targets) rather than from the scenario's stated figures."""
+    return run.profile is not None and bool(run.scenario.slo.targets())
 
 
 def _assumptions(run: RunRecord) -> list[str]:
     sc = run.scenario
-    out = [f"traffic: {traffic_assumption(sc.traffic)}",
-           f"quality: judged on {run.quality_count} inputs of "
-           f"{run.data_source} against the baseline's outputs",
-           "latency: end to end through tokenisation, model and pooling, one request per call"]
+    # a traffic fact the scenario leaves out is stated with the missing facts instead
+    out = ([f"traffic: {traffic_assumption(sc.traffic)}"]
+           if "traffic" not in sc.missing_facts() else [])
+    out += [f"quality: judged on {run.quality_count} inputs of "
+            f"{run.data_source} against the baseline's outputs",
+            "latency: end to end through tokenisation, model and pooling, one request per call"]
     if run.quick:
         out.append("--quick: fewer variants and shorter measurements; confirm with a full run")
     return out

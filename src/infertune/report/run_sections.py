@@ -25,9 +25,8 @@ from infertune.optimize.search import Candidate, Timing
 from infertune.optimize.state import floor_for
 from infertune.optimize.sweep import PolicyResult, SimStats
 from infertune.report import run_options as opt
-from infertune.report.advisor import context, to_option
-from infertune.report.knowledge import HardwareProfile, default_dir, load_knowledge
-from infertune.report.ranking import rank, risk_budget
+from infertune.report.knowledge import HardwareProfile
+from infertune.report.options import rank_options as rank_all
 from infertune.report.schema import (
     Diagnosis,
     DiagnosisItem,
@@ -169,9 +168,10 @@ def _queueing_text(run: RunRecord) -> str:
             f"difference is queueing and batching delay")
 
 
-def build_options(run: RunRecord, inside: bool | None) -> list[Option]:
+def measured_options(run: RunRecord) -> tuple[list[Option], frozenset[str]]:
+    """The options the run measured (or simulated from its measurements), unranked, and the
+    knowledge entries they cover (measured beats estimated for the same thing)."""
     hw = run.hardware_label
-    sc = run.scenario
     options: list[Option] = []
     kinds: set[str] = set()
     variant_opts = variant_options(run)
@@ -211,12 +211,7 @@ def build_options(run: RunRecord, inside: bool | None) -> list[Option]:
                 "length-bucketing", "Group batched requests by length (less padding)",
                 io.bucketing, hw, low, Rated(level="low", reason="outputs unchanged"),
                 "load test with length-sorted batching against arrival order"))
-    hwp = HardwareProfile(description=hw, caps=_caps(run))
-    ctx = context(sc, hwp, sc.traffic.pattern or "steady")
-    kb = load_knowledge([default_dir(), opt.KNOWLEDGE_DIR])
-    covered = opt.skipped_ids(kinds) | opt.already_in_place(run.baseline_runtime)
-    options += [to_option(e, ctx) for e in kb.applicable(ctx) if e.id not in covered]
-    return rank_options(run, options, inside)
+    return options, frozenset(opt.skipped_ids(kinds))
 
 
 def variant_options(run: RunRecord) -> list[Option]:
@@ -233,27 +228,25 @@ def variant_options(run: RunRecord) -> list[Option]:
     return out
 
 
-def rank_options(run: RunRecord, options: list[Option], inside: bool | None) -> list[Option]:
-    """Rank by impact per effort within the risk budget; variants are scored as optimize's
-    choice scores them (own percentile against one common baseline figure), so the top
-    variant option is the variant the run chose."""
+def measured_impacts(run: RunRecord, inside: bool | None) -> dict[str, float]:
+    """Variant option id -> its ranking impact, scored as optimize's choice scores it (own
+    percentile against one common baseline figure), so the top variant option is the variant
+    the run chose."""
     key = objective_key(inside, run.scenario.slo.targets())
     by_id = {f"variant-{c.variant_id}": c for c in run.candidates
              if c.best_timing is not None and not c.dropped}
     common = common_baseline_ms(list(by_id.values()), key)
-    objective = "cost" if inside else key
+    return {oid: variant_impact(c, key, common) for oid, c in by_id.items()} if common else {}
 
-    def impact(o: Option) -> float:
-        c = by_id.get(o.id)
-        if c is not None and common:
-            return variant_impact(c, key, common)
-        fig = getattr(o.impact, objective) or o.impact.p95 or o.impact.p50
-        return -fig.mid if fig else 0.0
 
-    ranked = rank(options, impact=impact, effort=lambda o: o.effort.level,
-                  risk=lambda o: o.risk.level, risk_budget=risk_budget(run.scenario))
-    return [r.item.model_copy(update={"within_risk_budget": r.within_risk_budget
-                                      and r.item.within_risk_budget}) for r in ranked]
+def rank_options(run: RunRecord, options: list[Option], inside: bool | None) -> list[Option]:
+    """``options`` ranked by the one rule both reports use (report/options.py)."""
+    return rank_all(options, run.scenario, inside, measured_impacts(run, inside))
+
+
+def run_hardware(run: RunRecord) -> HardwareProfile:
+    """The machine the run measured on, as the knowledge base matches it."""
+    return HardwareProfile(description=run.hardware_label or "this machine", caps=_caps(run))
 
 
 def _caps(run: RunRecord) -> frozenset[str]:
