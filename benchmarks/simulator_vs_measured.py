@@ -5,13 +5,18 @@ The model is a small torch MLP (random weights, one intra-op thread) run through
 TensorAdapter. Steps, all in this one run on this machine:
   1. measure the batch service time: predict() on batches of 1..max_batch_size, interleaved,
      ``--reps`` times each -> an EmpiricalServiceTime (the measured samples, drawn at random);
-  2. for each load (the rate at which the simulator predicts a worker utilisation of 0.4,
+  2. a probe load test at predicted utilisation 0.5 (its own seed) through serve's runtime
+     calibrates what the runtime adds (loadgen/calibrate.py): the slowdown of a batch served
+     beside the event loop against the same batch alone, and each request's time outside
+     the queue and the model (event loop, thread hand-offs, the in-process client);
+  3. for each load (the rate at which the simulator predicts a worker utilisation of 0.4,
      0.6 and 0.8: near 1 any p95 prediction is ill-conditioned, since it diverges with the
      smallest error in the service time), re-measure the service samples (this machine is
-     shared; its speed drifts), build one seeded Poisson schedule, simulate it, then send
-     the same schedule to the model served in-process by serve's own runtime (queue,
-     batcher, deadlines; response cache off); print both p95s side by side;
-  3. time a sweep of simulated policies.
+     shared; its speed drifts), build one seeded Poisson schedule, simulate it raw and
+     calibrated, then send the same schedule to the model served in-process by serve's own
+     runtime (queue, batcher, deadlines; response cache off); print the p95s side by side
+     and whether the calibrated prediction is within +-20% of the measurement at every load;
+  4. time a sweep of simulated policies.
 
     .venv/bin/python benchmarks/simulator_vs_measured.py [--duration 8] [--reps 60]
 """
@@ -106,6 +111,7 @@ def main() -> None:
         simulate,
         summarise,
     )
+    from infertune.loadgen.calibrate import CalibratedServiceTime, calibrate
 
     adapter = build_adapter(args.width)
     samples = measure_service(adapter, args.max_batch, args.reps)
@@ -119,22 +125,37 @@ def main() -> None:
     print(f"policy: max_batch_size={policy.max_batch_size} max_wait_ms={policy.max_wait_ms} "
           f"workers={policy.workers}")
     inputs = adapter.sample_inputs(64)  # type: ignore[attr-defined]
-    print("load = predicted worker utilisation the rate was chosen for; batch = mean batch "
-          "size; ratio = pred/meas p95; "
-          "srv p95 = measured p95 of queue + inference alone (the part the simulator models; "
-          "meas p95 adds the client's own delays); post-hoc = the simulator fed the batch "
-          "service times observed during the run (a check of the queueing model alone, not a "
-          "prediction)")
-    print(f"{'load':>5} {'rate/s':>7} {'n':>6} {'pred p95':>9} {'meas p95':>9} {'ratio':>6} "
-          f"{'srv p95':>8} {'post-hoc':>8} {'pred p50':>9} {'meas p50':>9} "
-          f"{'pred batch':>10} {'meas batch':>10} "
-          f"{'pred util':>9} {'meas ok':>8} {'lag p99':>8}")
+    probe_rate = rate_for_utilisation(0.5, capacity, samples, policy, args.duration)
+    probe = build_schedule(ScheduleSpec(shape="poisson", rate=probe_rate,
+                                        duration_s=args.duration, seed=99))
+    timed = BatchTimes(adapter)
+    records = asyncio.run(run_and_record(probe, InProcessTarget(timed, policy, inputs),  # type: ignore[arg-type]
+                                         timed))
+    cal = calibrate(samples, timed.batch_ms,
+                    [(r.latency_ms, r.server_timing_ms) for r in records if r.status == "200"],
+                    source=f"probe at {probe_rate:.0f} req/s (utilisation 0.5), in process")
+    print(f"calibration ({cal.source}, {cal.batches} batches): slowdown {cal.slowdown:.3f}, "
+          f"outside time p50 {cal.outside_p50_ms:.2f} ms, "
+          f"p95 {np.percentile(cal.outside_ms, 95):.2f} ms")
+    print("load = predicted worker utilisation the rate was chosen for; raw = the simulator "
+          "fed the isolated service times; cal = the same, calibrated by the probe; "
+          "ratio = pred/meas p95; srv p95 = measured p95 of queue + inference alone; "
+          "post-hoc = the simulator fed the batch service times observed during the run (a "
+          "check of the queueing model alone, not a prediction)")
+    print(f"{'load':>5} {'rate/s':>7} {'n':>6} {'raw p95':>8} {'cal p95':>8} {'meas p95':>9} "
+          f"{'raw ratio':>9} {'cal ratio':>9} {'srv p95':>8} {'post-hoc':>8} "
+          f"{'cal p50':>8} {'meas p50':>9} {'pred batch':>10} {'meas batch':>10} "
+          f"{'meas ok':>8} {'lag p99':>8}")
+    ratios = []
     for i, load in enumerate(args.utilisations):
         rate = rate_for_utilisation(load, capacity, samples, policy, args.duration)
         schedule = build_schedule(ScheduleSpec(shape="poisson", rate=rate,
                                                duration_s=args.duration, seed=100 + i))
-        fresh = measure_service(adapter, args.max_batch, args.reps) if i else samples
-        predicted = simulate(schedule, EmpiricalServiceTime(fresh, seed=i), policy)
+        fresh = measure_service(adapter, args.max_batch, args.reps)
+        raw = simulate(schedule, EmpiricalServiceTime(fresh, seed=i), policy)
+        predicted = simulate(schedule, CalibratedServiceTime(EmpiricalServiceTime(fresh, seed=i),
+                                                             cal.slowdown),
+                             policy, outside_ms=cal.outside_draws(len(schedule), seed=i))
         timed = BatchTimes(adapter)
         target = InProcessTarget(timed, policy, inputs)  # type: ignore[arg-type]
         records = asyncio.run(run_and_record(schedule, target, timed))
@@ -144,14 +165,21 @@ def main() -> None:
         in_run = EmpiricalServiceTime(timed.batch_ms, seed=i)
         post_hoc = simulate(schedule, in_run, policy)
         assert measured.latency is not None and predicted.p95_ms is not None
+        assert raw.p95_ms is not None
         ratio = predicted.p95_ms / measured.latency.p95
-        print(f"{load:5.2f} {rate:7.1f} {len(schedule):6d} {predicted.p95_ms:9.2f} "
-              f"{measured.latency.p95:9.2f} {ratio:6.2f} {np.percentile(server, 95):8.2f} "
-              f"{post_hoc.p95_ms:8.2f} "
-              f"{predicted.p50_ms:9.2f} "
-              f"{measured.latency.p50:9.2f} {predicted.mean_batch_size:10.2f} "
-              f"{target.mean_batch_size():10.2f} {predicted.utilisation:9.2f} "
+        ratios.append(ratio)
+        print(f"{load:5.2f} {rate:7.1f} {len(schedule):6d} {raw.p95_ms:8.2f} "
+              f"{predicted.p95_ms:8.2f} {measured.latency.p95:9.2f} "
+              f"{raw.p95_ms / measured.latency.p95:9.2f} {ratio:9.2f} "
+              f"{np.percentile(server, 95):8.2f} {post_hoc.p95_ms:8.2f} "
+              f"{predicted.p50_ms:8.2f} {measured.latency.p50:9.2f} "
+              f"{predicted.mean_batch_size:10.2f} {target.mean_batch_size():10.2f} "
               f"{measured.ok:8d} {measured.client_lag_ms['p99']:8.2f}")
+    within = all(0.8 <= r <= 1.2 for r in ratios)
+    print(f"verdict: calibrated predicted p95 / measured p95 = "
+          f"{', '.join(f'{r:.2f}' for r in ratios)} at loads "
+          f"{', '.join(f'{u:.1f}' for u in args.utilisations)}: "
+          f"{'within' if within else 'NOT within'} +-20% at every load")
 
     curve_speed(samples)
 

@@ -125,8 +125,12 @@ class SimResult:
 
 def simulate(arrivals: Schedule | np.ndarray | Sequence[float], service: ServiceTime,
              policy: ServePolicy, *, seq_lens: Sequence[int] | np.ndarray | None = None,
-             duration_s: float | None = None) -> SimResult:
-    """Simulate ``policy`` serving requests that arrive at ``arrivals`` (seconds, sorted)."""
+             duration_s: float | None = None,
+             outside_ms: Sequence[float] | np.ndarray | None = None) -> SimResult:
+    """Simulate ``policy`` serving requests that arrive at ``arrivals`` (seconds, sorted).
+    ``outside_ms``, one value per arrival, is time a request spends outside the queue and the
+    model (event loop, thread hand-offs, HTTP; see calibrate.py): added to its latency, it
+    occupies no worker."""
     if isinstance(arrivals, Schedule):
         duration_s = arrivals.duration_s if duration_s is None else duration_s
         arrivals = arrivals.offsets_s
@@ -135,11 +139,15 @@ def simulate(arrivals: Schedule | np.ndarray | Sequence[float], service: Service
         raise ValueError("arrival times must be sorted")
     if seq_lens is not None and len(seq_lens) != arr.size:
         raise ValueError(f"seq_lens has {len(seq_lens)} entries for {arr.size} arrivals")
+    if outside_ms is not None and len(outside_ms) != arr.size:
+        raise ValueError(f"outside_ms has {len(outside_ms)} entries for {arr.size} arrivals")
     lens = list(seq_lens) if seq_lens is not None else None
     out = _run(arr.tolist(), _service_fn(service), policy, lens)
-    latencies, waits, rejected, shed, busy, batches, end = out
+    latencies, waits, rejected, shed, busy, batches, end, served = out
     span = max(end, duration_s or 0.0, float(arr[-1]) if arr.size else 0.0)
     lat = np.asarray(latencies) * 1000.0
+    if outside_ms is not None and lat.size:
+        lat = lat + np.asarray(outside_ms, dtype=np.float64)[np.asarray(served)]
     wait = np.asarray(waits) * 1000.0
     pcts = np.percentile(lat, [50, 95, 99]) if lat.size else [None] * 3
     return SimResult(
@@ -182,8 +190,9 @@ def _service_fn(service: ServiceTime) -> Any:
 
 
 def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] | None
-         ) -> tuple[list[float], list[float], int, int, float, int, float]:
-    """The event loop. Returns latencies, waits (s), rejected, shed, busy time, batches, end."""
+         ) -> tuple[list[float], list[float], int, int, float, int, float, list[int]]:
+    """The event loop. Returns latencies, waits (s), rejected, shed, busy time, batches, end,
+    and the index of the arrival each latency belongs to."""
     n = len(arr)
     bs, wait = policy.max_batch_size, policy.max_wait_ms / 1000.0
     timeout = policy.timeout_ms / 1000.0 if policy.timeout_ms else math.inf
@@ -192,6 +201,7 @@ def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] 
     queue: deque[int] = deque()
     latencies: list[float] = []
     waits: list[float] = []
+    served: list[int] = []
     rejected = shed = batches = 0
     busy = now = end = 0.0
     i = 0
@@ -227,6 +237,7 @@ def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] 
                 a = arr[j]
                 latencies.append(done - a)
                 waits.append(td - a)
+                served.append(j)
             now = td
         elif i < n:
             now = arr[i]
@@ -234,4 +245,4 @@ def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] 
             i += 1
         else:
             break
-    return latencies, waits, rejected, shed, busy, batches, end
+    return latencies, waits, rejected, shed, busy, batches, end, served
