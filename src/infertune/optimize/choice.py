@@ -143,7 +143,12 @@ def recommended_candidate(run: RunRecord, inside: bool | None) -> Candidate | No
 
 
 def measured_winner(run: RunRecord) -> Candidate | None:
-    """The finalist variant the serving measurements chose, when there was a choice."""
+    """The finalist variant the serving measurements chose, when there was a choice: the
+    confirmation as served (each finalist in its own serve process) when it ran, else the
+    in-process load tests of more than one finalist."""
+    conf = run.confirmation
+    if conf is not None and conf.winner is not None and run.sweep is not None:
+        return next((c for c in run.candidates if c.variant_id == run.sweep.variant_id), None)
     if len(run.finalist_sweeps) < 2 or run.sweep is None:
         return None
     best = run.sweep.best

@@ -25,6 +25,7 @@ from infertune.hardware import HardwareInfo
 from infertune.measure.curve import ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.optimize.cascade import CascadeResult, RightSizing
+from infertune.optimize.confirm_served import Confirmation
 from infertune.optimize.inputs import InputOptions
 from infertune.optimize.search import Candidate, Skipped
 from infertune.optimize.serving import Validation
@@ -58,6 +59,7 @@ class RunRecord:
     cascades: list[CascadeResult] = field(default_factory=list)
     right_sizing: RightSizing | None = None
     load_curves: list[LoadCurve] = field(default_factory=list)
+    confirmation: Confirmation | None = None  # finalists as served (own process)
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
@@ -79,6 +81,7 @@ class RunRecord:
             validations=dict(state.validations), curve=state.curve,
             input_options=state.input_options, cascades=list(state.cascades),
             right_sizing=state.right_sizing, load_curves=list(state.load_curves),
+            confirmation=state.confirmation,
             skipped=list(state.skipped), notes=list(state.notes),
             stage_seconds=dict(state.stage_seconds))
 
@@ -103,6 +106,7 @@ class RunRecord:
             "cascades": [c.to_dict() for c in self.cascades],
             "right_sizing": self.right_sizing.to_dict() if self.right_sizing else None,
             "load_curves": [c.to_dict() for c in self.load_curves],
+            "confirmation": self.confirmation.to_dict() if self.confirmation else None,
             "skipped": [s.to_dict() for s in self.skipped],
             "notes": list(self.notes), "stage_seconds": dict(self.stage_seconds)}
 
@@ -132,6 +136,8 @@ class RunRecord:
             right_sizing=(RightSizing.from_dict(data["right_sizing"])
                           if data["right_sizing"] else None),
             load_curves=[LoadCurve.from_dict(c) for c in data["load_curves"]],
+            confirmation=(Confirmation.from_dict(data["confirmation"])
+                          if data.get("confirmation") else None),
             skipped=[Skipped.from_dict(s) for s in data["skipped"]],
             notes=list(data["notes"]), stage_seconds=dict(data["stage_seconds"]))
 

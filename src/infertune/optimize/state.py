@@ -31,6 +31,7 @@ from infertune.measure.curve import ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.models.base import Adapter
 from infertune.optimize.cascade import CascadeResult, RightSizing
+from infertune.optimize.confirm_served import Confirmation
 from infertune.optimize.inputs import InputOptions
 from infertune.optimize.search import Candidate, Skipped
 from infertune.optimize.serving import Contention, Validation
@@ -169,6 +170,7 @@ class RunState:
     candidate_models: list[Candidate] = field(default_factory=list)
     right_sizing: RightSizing | None = None
     load_curves: list[LoadCurve] = field(default_factory=list)
+    confirmation: Confirmation | None = None  # finalists as served (own process)
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from infertune.optimize.confirm_served import goodput_at
 from infertune.optimize.record import RunRecord
 from infertune.optimize.serving import Validation
 from infertune.optimize.sweep import PolicyResult, SimStats, cost_per_1k, validation_key
@@ -34,11 +35,17 @@ def slo_check(run: RunRecord) -> SloCheck | None:
         cost_ceiling=Figure(value=ceiling, unit="USD per 1,000 requests", source="estimate",
                             basis="stated in the scenario (constraints.cost_ceiling_usd_per_1k)")
         if ceiling is not None else None)
+    conf = run.confirmation
+    served = conf.arm(sw.variant_id, best.policy_id) if conf is not None else None
     for label, rate, predicted in (("mean", sw.mean_rps, best.at_mean),
                                    ("peak", sw.peak_rps, best.at_peak)):
-        check.points.append(_point(run, best, label, rate, predicted,
-                                   run.validations.get(
-                                       validation_key(sw.variant_id, best.policy_id, label))))
+        # own process over HTTP (ABBA) when the finalists were confirmed as served; else the
+        # in-process pre-screen, labelled as such
+        val = served.at.get(label) if served is not None else None
+        how = conf.how(served, label) if conf is not None and served and val else None
+        if val is None:
+            val = run.validations.get(validation_key(sw.variant_id, best.policy_id, label))
+        check.points.append(_point(run, best, label, rate, predicted, val, how))
     costs = [p.cost_per_1k.value for p in check.points
              if p.cost_per_1k is not None and p.cost_per_1k.value is not None]
     if ceiling is not None and costs:
@@ -50,7 +57,7 @@ def slo_check(run: RunRecord) -> SloCheck | None:
 
 
 def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicted: SimStats,
-           val: Validation | None) -> SloPoint:
+           val: Validation | None, how: str | None = None) -> SloPoint:
     hw = run.hardware_label
     basis = f"queueing simulator fed with service times measured on {hw}"
     point = SloPoint(
@@ -63,8 +70,11 @@ def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicte
         return point
     stats = val.stats
     n = max(stats.requests, 1)
-    what = (f"open-loop {val.seconds:.0f} s load test through serve's runtime in-process at "
-            f"{label} rate ({run.scenario.traffic.pattern or 'steady'} traffic)")
+    shape = f"{run.scenario.traffic.pattern or 'steady'} traffic"
+    what = (f"open-loop {val.seconds:.0f} s at {label} rate ({shape}), {how}" if how else
+            f"open-loop {val.seconds:.0f} s load test through serve's runtime in-process at "
+            f"{label} rate ({shape}; the in-process pre-screen, not confirmed in its own "
+            "process)")
     slo = best_slo(run)
     point.achieved = Figure.measured(round(val.achieved_rate, 2), "requests/s", hw, n, what=what)
     point.measured = Percentiles(**{k: Figure.measured(round(stats.percentile(k), 3), "ms", hw,
@@ -74,7 +84,7 @@ def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicte
                                  hw, n, what=what)
     point.meets_slo = stats.meets(slo)
     if point.meets_slo:
-        good = val.achieved_rate * (1 - stats.shed)
+        good = goodput_at(val, slo)  # the definition benchmarks/closed_loop.py checks
         point.goodput = Figure.measured(round(good, 2), "requests/s within the SLO", hw, n,
                                         what=what + "; every SLO percentile held, so this is a "
                                         "lower bound on the goodput at the SLO")

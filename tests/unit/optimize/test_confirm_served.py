@@ -1,0 +1,199 @@
+"""Finalists confirmed as served: the ABBA order, pooling of each finalist's segments, the
+winner's rule, and a server that does not start (recorded with its reason, never a crash)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from infertune.loadgen.result import RequestRecord
+from infertune.loadgen.schedules import Schedule, ScheduleSpec
+from infertune.optimize.confirm_served import (
+    Confirmation,
+    Finalist,
+    Segment,
+    ServedArm,
+    ServedProcess,
+    ServeStartError,
+    abba_order,
+    choose_winner,
+    confirm,
+    goodput_at,
+    pooled,
+    request_bodies,
+    run_abba,
+)
+from infertune.optimize.serving import Validation
+from infertune.optimize.sweep import SimStats
+
+SLO = {"p95": 50.0, "p99": 80.0}
+
+
+def seg(latencies_ms: list[float], statuses: list[str] | None = None,
+        duration_s: float = 2.0) -> Segment:
+    statuses = statuses or ["200"] * len(latencies_ms)
+    records = [RequestRecord(i, i * 0.1, i * 0.1, i * 0.1 + ms / 1000.0, st)
+               for i, (ms, st) in enumerate(zip(latencies_ms, statuses, strict=True))]
+    return Segment(records, duration_s)
+
+
+def test_abba_runs_each_arm_forward_then_backward() -> None:
+    assert abba_order(2) == [0, 1, 1, 0]
+    assert abba_order(1) == [0, 0]
+    assert abba_order(3) == [0, 1, 2, 2, 1, 0]
+    with pytest.raises(ValueError):
+        abba_order(0)
+
+
+def test_run_abba_drives_every_rate_per_segment_in_that_order() -> None:
+    calls: list[tuple[int, str]] = []
+
+    def drive(arm: int, label: str, rate: float) -> Segment:
+        calls.append((arm, label))
+        return seg([float(arm + 1)] * 3)
+
+    order, segments = run_abba(2, [("mean", 10.0), ("peak", 30.0)], drive)
+    assert order == [0, 1, 1, 0]
+    assert calls == [(0, "mean"), (0, "peak"), (1, "mean"), (1, "peak"),
+                     (1, "mean"), (1, "peak"), (0, "mean"), (0, "peak")]
+    assert [len(segments[a][k]) for a in (0, 1) for k in ("mean", "peak")] == [2, 2, 2, 2]
+
+
+def test_pooled_figures_cover_both_segments_with_the_shed_rule() -> None:
+    first = seg([float(ms) for ms in range(1, 11)])  # 10 answered
+    second = seg([float(ms) for ms in range(11, 21)],
+                 ["200"] * 7 + ["503", "429", "connection_error"])
+    val = pooled([first, second], rate=5.0)
+    assert val.stats.requests == 20
+    assert val.stats.shed == pytest.approx(3 / 20)  # sheds and failures alike
+    answered = np.sort(np.r_[np.arange(1, 11), np.arange(11, 18)].astype(float))
+    assert val.stats.p50_ms == pytest.approx(float(np.quantile(answered, 0.5)), abs=1e-6)
+    assert val.stats.p99_ms == pytest.approx(17.0, abs=0.2)
+    assert val.achieved_rate == pytest.approx(20 / 4.0)  # 20 sent over 2 x 2 s
+    assert val.seconds == 4.0
+    assert val.warnings == ["1 of 20 requests failed without a shed status",
+                            "not answered 2xx: 1 x 429, 1 x 503, 1 x connection_error"]
+    # the SLO held but 15% were shed: no goodput at this rate
+    assert goodput_at(val, SLO) == 0.0
+    clean = pooled([first, first], rate=5.0)
+    assert goodput_at(clean, SLO) == pytest.approx(5.0)  # 20 answered over 4 s, 0 shed
+
+
+def arm(variant: str, policy: str, peak_p99: float, achieved: float, shed: float = 0.0,
+        pid: int = 1) -> ServedArm:
+    stats = SimStats(30.0, 5.0, peak_p99 * 0.8, peak_p99, shed=shed, requests=100)
+    return ServedArm(variant, policy, pid, {}, {"peak": Validation(stats, achieved, 0.2, 8.0, [])},
+                     segments=2)
+
+
+def test_the_winner_is_the_highest_measured_goodput_then_cost_then_risk() -> None:
+    fast = arm("int8", "b4", peak_p99=40.0, achieved=30.0)
+    slow = arm("fp32", "b1", peak_p99=90.0, achieved=30.0)  # misses p99 <= 80: goodput 0
+    assert choose_winner([slow, fast], SLO, 0.1, lambda v: 0) == "int8/b4"
+    # within 2% of each other the goodputs tie; the costs tie too; the lower risk wins
+    near = arm("fused", "b1", peak_p99=60.0, achieved=29.7)
+    risk = {"int8": 1, "fused": 0}
+    assert choose_winner([fast, near], SLO, 0.1, lambda v: risk[v]) == "fused/b1"
+    # same risk: the lower measured tail at peak decides
+    assert choose_winner([fast, near], SLO, 0.1, lambda v: 0) == "int8/b4"
+    # nothing meets the SLO: every goodput is 0, so the lower tail decides
+    worse = arm("fp32", "b8", peak_p99=200.0, achieved=30.0)
+    assert choose_winner([worse, slow], SLO, None, lambda v: 0) == "fp32/b1"
+    assert choose_winner([], SLO, None, lambda v: 0) is None
+
+
+def test_bodies_repeat_no_text_exactly_and_send_tensors_as_lists() -> None:
+    bodies = request_bodies(["a", "b", "c"], 7, seed=0)
+    texts = [b["inputs"][0] for b in bodies]
+    assert len(set(texts)) == 7  # the cache (on, as served) never answers the replay
+    assert sorted(texts[:3]) == ["a", "b", "c"]
+    assert request_bodies(["a", "b", "c"], 7, seed=0) == bodies  # seeded
+    tensors = request_bodies([np.arange(3, dtype=np.float32)], 1, seed=0)
+    assert tensors == [{"inputs": [[0.0, 1.0, 2.0]]}]
+
+
+class _Fake(ServedProcess):
+    """A served process that never starts a server: ready, or failing, as told."""
+
+    fail: set[str] = set()
+
+    def start(self) -> None:
+        self.proc = None
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        if self.finalist.variant_id in self.fail:
+            raise ServeStartError(f"infertune serve {self.finalist.key} exited with code 1: "
+                                  "boom")
+        return {"policy": self.finalist.policy}
+
+    def stop(self) -> None:
+        return None
+
+
+def _schedule(seconds: float) -> Schedule:
+    offsets = np.arange(0.0, seconds, 0.1)
+    return Schedule(ScheduleSpec("constant", rate=10.0, duration_s=seconds), offsets, seconds)
+
+
+def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
+        tmp_path: Path) -> None:
+    finals = [Finalist("int8", "b4", {"max_batch_size": 4}, tmp_path / "int8"),
+              Finalist("fp32", "b1", {"max_batch_size": 1}, tmp_path / "fp32"),
+              Finalist("bad", "b1", {"max_batch_size": 1}, tmp_path / "bad")]
+    _Fake.fail = {"bad"}
+    driven: list[str] = []
+
+    def drive(url: str, schedule: Schedule, bodies: list[dict[str, Any]]) -> Segment:
+        driven.append(url)
+        return seg([10.0] * len(schedule), duration_s=schedule.duration_s)
+
+    rates = [("mean", 10.0, _schedule(1.0)), ("peak", 10.0, _schedule(1.0))]
+    conf = confirm(finals, rates, {"mean": [{}], "peak": [{}]}, workdir=tmp_path, slo=SLO,
+                   cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0,
+                   launch=_Fake, drive_segment=drive)
+    assert conf.order == ["int8/b4", "fp32/b1", "fp32/b1", "int8/b4"]
+    good = conf.arm("int8", "b4")
+    assert good is not None and good.segments == 2
+    assert good.at["peak"].stats.requests == 20  # two segments of 10 pooled
+    assert good.effective_policy == {"max_batch_size": 4}
+    assert len(driven) == 8  # 4 segments x 2 rates, never the failed arm
+    bad = next(a for a in conf.arms if a.variant_id == "bad")
+    assert bad.error is not None and "exited with code 1" in bad.error and not bad.at
+    assert any(n.startswith("bad/b1: not confirmed as served") for n in conf.notes)
+    assert conf.winner in {"int8/b4", "fp32/b1"}
+    assert conf.optimizer_pid > 0
+    assert "ABBA (A,B,B,A)" in conf.how(good, "peak") and "n=20" in conf.how(good, "peak")
+    assert Confirmation.from_dict(conf.to_dict()).to_dict() == conf.to_dict()
+    # every server failing: nothing confirmed, no winner
+    _Fake.fail = {"int8", "fp32", "bad"}
+    none = confirm(finals, rates, {"mean": [{}], "peak": [{}]}, workdir=tmp_path, slo=SLO,
+                   cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0,
+                   launch=_Fake, drive_segment=drive)
+    assert none.winner is None and none.order == [] and len(none.notes) == 3
+
+
+def test_a_serve_process_that_exits_is_one_clear_error_with_its_log(tmp_path: Path) -> None:
+    script = tmp_path / "fake_python"
+    script.write_text("#!/bin/sh\necho 'no variant folder here' >&2\nexit 3\n")
+    script.chmod(0o755)
+    proc = ServedProcess(Finalist("v", "b1", {"max_batch_size": 1}, tmp_path / "missing"),
+                         tmp_path / "confirm", python=str(script))
+    proc.start()
+    with pytest.raises(ServeStartError, match="exited with code 3: no variant folder here"):
+        proc.wait_ready(30.0)
+    proc.stop()
+    assert (tmp_path / "confirm" / "v__b1.yaml").read_text() == "max_batch_size: 1\n"
+
+
+@pytest.mark.slow  # one real `infertune serve` start (imports: ~10 s)
+def test_a_real_serve_on_a_missing_folder_fails_to_start_with_the_reason(tmp_path: Path) -> None:
+    proc = ServedProcess(Finalist("v", "b1", {"max_batch_size": 1}, tmp_path / "missing"),
+                         tmp_path / "confirm", python=sys.executable)
+    proc.start()
+    with pytest.raises(ServeStartError, match="exited with code 1"):
+        proc.wait_ready(60.0)
+    proc.stop()
