@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -37,7 +36,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from loadgen_capacity import LAG_P99_LIMIT_MS, pin  # the HTTP twin of this benchmark, beside it
+from loadgen_capacity import (  # the HTTP twin of this benchmark, beside it
+    LAG_P99_LIMIT_MS,
+    cpu_model,
+    pin,
+)
 
 from infertune.loadgen.openai import OpenAITarget, run_stream_records, synthetic_prompts
 from infertune.loadgen.runner import RunOptions
@@ -54,17 +57,6 @@ class Line:
     tokens_per_s: float
     lag_p99_ms: float
     verdict: str
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def start_server(core: int | None, itl_ms: float) -> subprocess.Popen[str]:

@@ -12,10 +12,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import subprocess
 import sys
 
 LAG_P99_LIMIT_MS = 1.0
+
+
+def cpu_model() -> str:
+    """The CPU's name as /proc/cpuinfo gives it (else what platform knows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def pin(pid: int, core: int) -> bool:
@@ -50,8 +63,9 @@ def main() -> None:
     server_core = cores[1] if len(cores) > 1 else None
     proc, url = start_server(server_core)
     pinned = pin(0, client_core)
-    print(f"client pinned to core {client_core}: {pinned}; server on core {server_core} "
-          f"({len(cores)} cores visible; load average {os.getloadavg()[0]:.1f})")
+    print(f"CPU: {cpu_model()}; client pinned to core {client_core}: {pinned}; server on core "
+          f"{server_core} ({len(cores)} cores visible; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
     print(f"{'target/s':>9} {'achieved/s':>10} {'ok':>6} {'lag p50 ms':>10} {'lag p99 ms':>10} "
           f"{'lat p50 ms':>10} {'lat p99 ms':>10}  verdict")
     best = None  # every rate is tried: on a shared machine a stall can fail one run alone

@@ -23,7 +23,6 @@ import asyncio
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from urllib.parse import urlsplit
 
 from infertune.errors import ConfigError
@@ -50,13 +49,14 @@ class RawResponse:
         return b"".join(piece for _, piece in self.chunks)
 
 
-class _Body(Enum):
-    HEAD = 1  # reading the status line and headers
-    LENGTH = 2  # Content-Length bytes
-    CHUNK_SIZE = 3  # the size line of the next chunk
-    CHUNK_DATA = 4  # inside a chunk (its data, then its CRLF)
-    TRAILER = 5  # after the last chunk: trailer lines up to a blank one
-    UNTIL_CLOSE = 6  # no framing: the body ends when the server closes
+# Where a connection is in the answer. Plain ints, not an Enum: they are compared on every
+# network read, and a global int costs less than an enum attribute lookup.
+HEAD = 1  # reading the status line and headers
+LENGTH = 2  # Content-Length bytes
+CHUNK_SIZE = 3  # the size line of the next chunk
+CHUNK_DATA = 4  # inside a chunk (its data, then its CRLF)
+TRAILER = 5  # after the last chunk: trailer lines up to a blank one
+UNTIL_CLOSE = 6  # no framing: the body ends when the server closes
 
 
 class _Connection(asyncio.Protocol):
@@ -69,7 +69,7 @@ class _Connection(asyncio.Protocol):
         self.reusable = False
         self._response: RawResponse | None = None
         self._finished: asyncio.Future[None] | None = None
-        self._state = _Body.HEAD
+        self._state = HEAD
         self._buffer = b""
         self._left = 0  # bytes left in a LENGTH body or in the current chunk (data + CRLF)
 
@@ -79,7 +79,7 @@ class _Connection(asyncio.Protocol):
 
     def start(self, request: bytes, response: RawResponse) -> asyncio.Future[None]:
         assert self.transport is not None
-        self._response, self._state, self._buffer = response, _Body.HEAD, b""
+        self._response, self._state, self._buffer = response, HEAD, b""
         self._finished = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self._finished
@@ -90,17 +90,17 @@ class _Connection(asyncio.Protocol):
         if response is None:  # bytes nobody asked for: this connection cannot be trusted
             self.close()
             return
-        if self._state is _Body.HEAD:
+        if self._state == HEAD:
             data = self._head(self._buffer + data, response)
-            if self._state is _Body.HEAD or self._response is None:
+            if self._state == HEAD or self._response is None:
                 return
-        if self._state is _Body.LENGTH:
+        if self._state == LENGTH:
             piece = data[:self._left]
             self._left -= len(piece)
             response.chunks.append((now, piece))
             if self._left == 0:
                 self._finish(complete=True)
-        elif self._state is _Body.UNTIL_CLOSE:
+        elif self._state == UNTIL_CLOSE:
             response.chunks.append((now, data))
         else:
             self._chunked(data, now, response)
@@ -129,28 +129,39 @@ class _Connection(asyncio.Protocol):
         self.reusable = parts[0] == "HTTP/1.1" and connection != "close"
         self._buffer = b""
         if response.headers.get("transfer-encoding", "").lower().endswith("chunked"):
-            self._state = _Body.CHUNK_SIZE
+            self._state = CHUNK_SIZE
         elif "content-length" in response.headers:
             try:
                 self._left = int(response.headers["content-length"])
             except ValueError:
                 self._fail("error")
                 return b""
-            self._state = _Body.LENGTH
+            self._state = LENGTH
             if self._left == 0 or parts[1] in ("204", "304"):
                 self._finish(complete=True)
         elif parts[1] in ("204", "304"):
             self._finish(complete=True)
         else:
-            self._state, self.reusable = _Body.UNTIL_CLOSE, False
+            self._state, self.reusable = UNTIL_CLOSE, False
         return rest
 
     def _chunked(self, data: bytes, now: float, response: RawResponse) -> None:
-        """Strip chunked framing from ``data``; usually one chunk per read, one pass."""
+        """Strip chunked framing from ``data``."""
+        if self._state == CHUNK_SIZE and not self._buffer:
+            # The usual read while tokens stream: exactly one whole chunk, nothing else.
+            end = data.find(b"\r\n")
+            if end > 0 and data.endswith(b"\r\n"):
+                try:
+                    size = int(data[:end], 16)
+                except ValueError:
+                    size = -1
+                if size > 0 and len(data) == end + size + 4:
+                    response.chunks.append((now, data[end + 2:end + 2 + size]))
+                    return
         data, self._buffer = self._buffer + data, b""
         pos = 0
         while pos < len(data) and self._response is not None:
-            if self._state is _Body.CHUNK_DATA:
+            if self._state == CHUNK_DATA:
                 left = self._left  # the chunk's data, then its closing CRLF
                 take = min(left, len(data) - pos)
                 keep = min(take, left - 2)  # CRLF bytes are framing, not body
@@ -158,7 +169,7 @@ class _Connection(asyncio.Protocol):
                     response.chunks.append((now, data[pos:pos + keep]))
                 pos, self._left = pos + take, left - take
                 if self._left == 0:
-                    self._state = _Body.CHUNK_SIZE
+                    self._state = CHUNK_SIZE
                 continue
             end = data.find(b"\r\n", pos)
             if end < 0:
@@ -166,7 +177,7 @@ class _Connection(asyncio.Protocol):
                 return
             line = data[pos:end]
             pos = end + 2
-            if self._state is _Body.TRAILER:
+            if self._state == TRAILER:
                 if not line:
                     self._finish(complete=True)
                 continue
@@ -176,18 +187,18 @@ class _Connection(asyncio.Protocol):
                 self._fail("stream_error")
                 return
             if size == 0:
-                self._state = _Body.TRAILER
+                self._state = TRAILER
             else:
-                self._state, self._left = _Body.CHUNK_DATA, size + 2
+                self._state, self._left = CHUNK_DATA, size + 2
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._response is None:
             return
-        if self._state is _Body.UNTIL_CLOSE:
+        if self._state == UNTIL_CLOSE:
             self._finish(complete=True)
         else:
-            self._fail("connection_error" if self._state is _Body.HEAD else "stream_error")
+            self._fail("connection_error" if self._state == HEAD else "stream_error")
 
     def timed_out(self) -> None:
         if self._response is not None:
