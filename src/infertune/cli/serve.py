@@ -189,6 +189,9 @@ def register(app: typer.Typer) -> None:
         ray_address: Annotated[str | None, typer.Option(
             "--ray-address", help="with --engine ray: join this Ray cluster (e.g. "
             "ray://head:10001 or auto) instead of starting a local one-node Ray")] = None,
+        min_replicas: Annotated[int | None, typer.Option(
+            "--min-replicas", min=1, help="with --engine ray: keep at least this many replicas "
+            "warm, over the warm pool derived from the run's traffic")] = None,
         alerts_out: Annotated[Path | None, typer.Option(
             "--alerts-out", help="write Prometheus alert rules with thresholds from the run's "
             "SLO (and the served policy) to this file")] = None,
@@ -201,20 +204,35 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--engine must be local or ray, got {engine!r}")
         if ray_address is not None and engine != "ray":
             raise ConfigError("--ray-address needs --engine ray")
-        if stable is not None and engine == "ray":
-            raise ConfigError("--engine ray serves one model or run for now; serve registry "
-                              "releases (--stable) with the local engine")
+        if min_replicas is not None and engine != "ray":
+            raise ConfigError("--min-replicas needs --engine ray (the local engine is one "
+                              "process)")
         if stable is not None:  # several registry releases behind the router (issue 15)
-            from infertune.cli.release import serve_releases
+            from infertune.cli.release import open_registry, serve_releases
             from infertune.serve.routing import RoutingState
 
             layers = {"max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
                       "max_queue": max_queue, "workers": workers, "redis_url": redis_url,
                       "timeout_ms": timeout_ms, "api_key_env": api_key_env}
-            serve_releases(registry, RoutingState(stable=stable, canary=canary,
-                                                  canary_weight=canary_weight, shadow=shadow),
-                           host=host, port=port, policy_for=lambda recorded: build_policy(
-                               recorded.model_dump(exclude_defaults=True), config, layers),
+            state = RoutingState(stable=stable, canary=canary, canary_weight=canary_weight,
+                                 shadow=shadow)
+
+            def policy_for(recorded: ServePolicy) -> ServePolicy:
+                return build_policy(recorded.model_dump(exclude_defaults=True), config, layers)
+
+            if engine == "ray":  # the routing state shared by every replica
+                from infertune.rollout.ray_router import serve_releases_on_ray
+
+                reg = open_registry(registry)
+                for warning in exposure_warnings(
+                        host, policy_for(reg.get(stable).record.policy), insecure_no_auth):
+                    typer.echo(f"WARNING: {warning}", err=True)
+                quiet_libraries()
+                serve_releases_on_ray(reg.root, state, policy_for, host=host, port=port,
+                                      address=ray_address, min_replicas=min_replicas,
+                                      echo=lambda line: typer.echo(line, err=True))
+                return
+            serve_releases(registry, state, host=host, port=port, policy_for=policy_for,
                            check_exposure=lambda p: exposure_warnings(host, p, insecure_no_auth))
             return
         if model is None:
@@ -239,7 +257,7 @@ def register(app: typer.Typer) -> None:
 
             serve_on_ray(model, model_ref, policy, fast_model_ref=fast_model, host=host,
                          port=port, address=ray_address, warnings=tuple(warnings),
-                         echo=lambda line: typer.echo(line, err=True))
+                         min_replicas=min_replicas, echo=lambda line: typer.echo(line, err=True))
             return
         adapter = load(model_ref)
         fast = load(fast_model) if fast_model else None

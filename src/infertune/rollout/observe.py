@@ -80,10 +80,12 @@ def snapshot_from(samples: Iterable[Sample]) -> Snapshot:
             rc.rows += int(value)
             if labels.get("outcome") != "agree":
                 rc.disagreeing += int(value)
-        elif name == "infertune_feedback_total":
-            totals[(release, labels["metric"])] = value
+        elif name == "infertune_feedback_total":  # summed: one series per Ray replica
+            key = (release, labels["metric"])
+            totals[key] = totals.get(key, 0.0) + value
         elif name == "infertune_feedback_ones_total":
-            ones[(release, labels["metric"])] = value
+            key = (release, labels["metric"])
+            ones[key] = ones.get(key, 0.0) + value
     for (release, metric), n in totals.items():
         snap.releases[release].feedback[metric] = Counts(int(n), int(ones.get((release, metric),
                                                                                 0)))

@@ -12,7 +12,13 @@ from infertune.models import load
 from infertune.rollout.feedback import FeedbackStore, RedisFeedback
 from infertune.rollout.registry import Registry
 from infertune.serve.app import create_app
-from infertune.serve.routing import AgreementRule, RoutedRelease, Router, RoutingState
+from infertune.serve.routing import (
+    AgreementRule,
+    RoutedRelease,
+    Router,
+    RoutingState,
+    RoutingStore,
+)
 
 
 def agreement_rule(floor: QualityFloor | None) -> AgreementRule:
@@ -26,10 +32,12 @@ def agreement_rule(floor: QualityFloor | None) -> AgreementRule:
 
 def build_router(registry: Registry, state: RoutingState,
                  policy_for: Callable[[ServePolicy], ServePolicy],
-                 environ: Mapping[str, str], also: Sequence[str] = ()) -> Router:
+                 environ: Mapping[str, str], also: Sequence[str] = (),
+                 store: RoutingStore | None = None) -> Router:
     """A Router over the releases ``state`` names, each hash-verified and loaded; each
     release's recorded policy passes through ``policy_for`` (the command's overrides).
-    ``also``: more releases to load, to become a canary later without a restart."""
+    ``also``: more releases to load, to become a canary later without a restart. ``store``:
+    the routing state shared by several replicas (serve --engine ray)."""
     wanted = (state.stable, state.canary, state.shadow, *also)
     names = list(dict.fromkeys(n for n in wanted if n))
     releases, policies = [], {}
@@ -54,6 +62,7 @@ def build_router(registry: Registry, state: RoutingState,
     try:
         return Router(releases, state, api_key=api_key, rule=agreement_rule(floor),
                       events=registry, feedback=shared or FeedbackStore(registry),
-                      answer_log=shared, max_body_bytes=stable.max_request_bytes)
+                      answer_log=shared, max_body_bytes=stable.max_request_bytes,
+                      store=store)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc

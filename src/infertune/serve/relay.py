@@ -17,17 +17,23 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 def labelled_exposition(named: Sequence[tuple[str, CollectorRegistry]]) -> bytes:
     """Each registry's text with ``release="NAME"`` on every sample, one group per family
     (the text format wants a family's samples together, under one HELP and TYPE)."""
+    return labelled_texts([(name, generate_latest(r).decode()) for name, r in named])
+
+
+def labelled_texts(named: Sequence[tuple[str, str]], label: str = "release") -> bytes:
+    """Exposition texts merged, ``label="NAME"`` added to each text's samples (serve --engine
+    ray merges its replicas' router metrics with ``replica``)."""
     families: OrderedDict[str, tuple[list[str], list[str]]] = OrderedDict()
-    for name, registry in named:
+    for name, text in named:
         current = ""
-        for line in generate_latest(registry).decode().splitlines():
+        for line in text.splitlines():
             if line.startswith("# "):
                 current = line.split()[2]
                 comments, _ = families.setdefault(current, ([], []))
                 if len(comments) < 2:
                     comments.append(line)
             elif line:
-                families.setdefault(current, ([], []))[1].append(labelled(line, name))
+                families.setdefault(current, ([], []))[1].append(labelled(line, name, label))
     lines = [line for comments, samples in families.values() for line in comments + samples]
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
@@ -77,12 +83,12 @@ def get_scope(path: str) -> Scope:
             "server": ("127.0.0.1", 0)}
 
 
-def labelled(line: str, release: str) -> str:
+def labelled(line: str, release: str, label: str = "release") -> str:
     """``name{a="b"} 1`` -> ``name{release="R",a="b"} 1``; ``name 1`` -> ``name{release="R"} 1``."""
     cut = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
     if line[cut:cut + 1] == "{":
-        return f'{line[:cut]}{{release="{release}",{line[cut + 1:]}'
-    return f'{line[:cut]}{{release="{release}"}}{line[cut:]}'
+        return f'{line[:cut]}{{{label}="{release}",{line[cut + 1:]}'
+    return f'{line[:cut]}{{{label}="{release}"}}{line[cut:]}'
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

@@ -15,9 +15,12 @@ release's own registry with ``release="NAME"`` added to every sample, plus
 ``infertune_release_info``), POST /v1/feedback, and GET/POST /admin/routing, which always need
 the API key. Every other route goes to the stable release's app. Routing changes are plain
 assignments on the event loop, so they apply to the next request while requests already
-inside a release's app finish there: a rollback loses nothing in flight. This module knows
-nothing of the registry (rollout/ sits above serve/): releases arrive already loaded, and
-events and feedback leave through the EventSink and FeedbackSink protocols.
+inside a release's app finish there: a rollback loses nothing in flight. With several
+replicas (`serve --engine ray`) a RoutingStore owns the state: a change is applied once, in
+order, by the store, which returns only when every replica serves it (Router.adopt on each).
+This module knows nothing of the registry (rollout/ sits above serve/): releases arrive
+already loaded, and events and feedback leave through the EventSink and FeedbackSink
+protocols.
 """
 
 from __future__ import annotations
@@ -63,11 +66,15 @@ from infertune.serve.routing_model import (
     RoutingChange,
     RoutingEvent,
     RoutingState,
+    RoutingStore,
+    check_state,
+    next_state,
 )
 
 __all__ = ["NAME_PATTERN", "AgreementRule", "AnswerLog", "EventSink", "FeedbackBody",
            "FeedbackItem", "FeedbackSink", "MemoryAnswerLog", "RoutedRelease", "Router",
-           "RouterMetrics", "RoutingChange", "RoutingEvent", "RoutingState", "unit_bucket"]
+           "RouterMetrics", "RoutingChange", "RoutingEvent", "RoutingState", "RoutingStore",
+           "check_state", "next_state", "unit_bucket"]
 
 log = logging.getLogger("infertune.serve.routing")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -85,7 +92,8 @@ class Router:
                  events: EventSink | None = None, feedback: FeedbackSink | None = None,
                  rng: random.Random | None = None, clock: Callable[[], float] = time.time,
                  max_body_bytes: int = 1_000_000, max_pending_mirrors: int = 64,
-                 answer_log: AnswerLog | None = None) -> None:
+                 answer_log: AnswerLog | None = None,
+                 store: RoutingStore | None = None) -> None:
         self.releases = {r.name: r for r in releases}
         if len(self.releases) != len(releases):
             raise ValueError("release names must be distinct")
@@ -99,6 +107,7 @@ class Router:
         self.max_body_bytes = max_body_bytes
         self.max_pending_mirrors = max_pending_mirrors
         self.answer_log = answer_log or MemoryAnswerLog()
+        self.store = store  # several replicas: changes go through it and reach every one
         self.pending: set[asyncio.Task[None]] = set()
         self.metrics = RouterMetrics()
         self._lifespans: list[AppLifespan] = []
@@ -106,12 +115,14 @@ class Router:
 
     # -- routing state -------------------------------------------------------------------
     def _check(self, state: RoutingState) -> None:
-        for name in (state.stable, state.canary, state.shadow):
-            if name is not None and name not in self.releases:
-                raise ValueError(f"release {name!r} is not loaded in this server; loaded: "
-                                 f"{', '.join(sorted(self.releases))}")
-        if state.canary is not None and state.canary == state.stable:
-            raise ValueError("the canary must differ from the stable release")
+        check_state(state, self.releases)
+
+    def adopt(self, state: RoutingState) -> None:
+        """Serve ``state`` from the next request on: a change another replica made through
+        the shared store (ValueError when it names a release not loaded here)."""
+        self._check(state)
+        self.state = state
+        self._publish()
 
     def _publish(self) -> None:
         s, m = self.state, self.metrics
@@ -133,37 +144,7 @@ class Router:
 
     def apply(self, change: RoutingChange) -> RoutingEvent:
         """Change the routing now (raises ValueError with the reason when it cannot)."""
-        s = self.state
-        subject: str | None
-        if change.action == "weight":
-            if s.canary is None or change.weight is None:
-                raise ValueError("no canary to weigh; start the server with --canary NAME and "
-                                 'send {"action": "weight", "weight": PCT}')
-            new = s.model_copy(update={"canary_weight": change.weight})
-            subject = s.canary
-        elif change.action == "promote":
-            if s.canary is None:
-                raise ValueError("no canary to promote")
-            new = RoutingState(stable=s.canary, shadow=s.shadow if s.shadow != s.canary
-                               else None, previous_stable=s.stable)
-            subject = s.canary
-        elif change.action == "rollback":
-            if s.canary is not None:
-                new = s.model_copy(update={"canary": None, "canary_weight": 0.0})
-                subject = s.canary
-            elif s.previous_stable is not None:
-                new = RoutingState(stable=s.previous_stable, shadow=s.shadow)
-                subject = s.stable
-            else:
-                raise ValueError("nothing to roll back: no canary and no previous stable release")
-        elif change.action == "canary":  # a new canary among the loaded releases
-            if change.release is None:
-                raise ValueError('name the new canary: {"action": "canary", "release": NAME}')
-            new = s.model_copy(update={"canary": change.release,
-                                       "canary_weight": change.weight or 0.0})
-            subject = change.release
-        else:
-            new, subject = s.model_copy(update={"shadow": change.release}), change.release
+        new, subject = next_state(self.state, change)
         self._check(new)
         self.state = new
         self._publish()
@@ -333,7 +314,11 @@ class Router:
         raw = await read_body(receive, 4096)
         try:
             change = RoutingChange.model_validate_json(raw or b"")
-            event = self.apply(change)
+            if self.store is None:
+                event = self.apply(change)
+            else:  # applied once, in order, by the store; it returns when every replica has it
+                event = await self.store.change(change)
+                self.metrics.changes.labels(change.action).inc()
         except ValidationError as exc:
             err = exc.errors()[0]
             await respond_error(send, 422, f"routing change: {err['msg']}; send "

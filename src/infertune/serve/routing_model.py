@@ -1,10 +1,12 @@
 """The router's typed values: releases as it receives them, the routing state and its
-changes, events and feedback as they leave it, the protocols of its sinks, and its metrics.
+changes (with the pure transition, next_state), events and feedback as they leave it, the
+protocols of its sinks and of a shared store, and its metrics.
 serve/routing.py re-exports them; rollout/ builds and records them."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -68,6 +70,53 @@ class RoutingChange(BaseModel):
     reason: str | None = Field(default=None, max_length=2000)
 
 
+def check_state(state: RoutingState, loaded: Collection[str]) -> None:
+    """ValueError when ``state`` names a release not in ``loaded`` or a canary equal to the
+    stable release."""
+    for name in (state.stable, state.canary, state.shadow):
+        if name is not None and name not in loaded:
+            raise ValueError(f"release {name!r} is not loaded in this server; loaded: "
+                             f"{', '.join(sorted(loaded))}")
+    if state.canary is not None and state.canary == state.stable:
+        raise ValueError("the canary must differ from the stable release")
+
+
+def next_state(s: RoutingState, change: RoutingChange) -> tuple[RoutingState, str | None]:
+    """The routing after ``change`` and the release it is about (ValueError when it cannot
+    apply); pure, so a shared store (serve/engines/ray_routing.py) applies it the same way."""
+    subject: str | None
+    if change.action == "weight":
+        if s.canary is None or change.weight is None:
+            raise ValueError("no canary to weigh; start the server with --canary NAME and "
+                             'send {"action": "weight", "weight": PCT}')
+        new = s.model_copy(update={"canary_weight": change.weight})
+        subject = s.canary
+    elif change.action == "promote":
+        if s.canary is None:
+            raise ValueError("no canary to promote")
+        new = RoutingState(stable=s.canary, shadow=s.shadow if s.shadow != s.canary
+                           else None, previous_stable=s.stable)
+        subject = s.canary
+    elif change.action == "rollback":
+        if s.canary is not None:
+            new = s.model_copy(update={"canary": None, "canary_weight": 0.0})
+            subject = s.canary
+        elif s.previous_stable is not None:
+            new = RoutingState(stable=s.previous_stable, shadow=s.shadow)
+            subject = s.stable
+        else:
+            raise ValueError("nothing to roll back: no canary and no previous stable release")
+    elif change.action == "canary":  # a new canary among the loaded releases
+        if change.release is None:
+            raise ValueError('name the new canary: {"action": "canary", "release": NAME}')
+        new = s.model_copy(update={"canary": change.release,
+                                   "canary_weight": change.weight or 0.0})
+        subject = change.release
+    else:
+        new, subject = s.model_copy(update={"shadow": change.release}), change.release
+    return new, subject
+
+
 @dataclass(frozen=True)
 class RoutingEvent:
     time: float  # unix seconds
@@ -110,6 +159,14 @@ class AnswerLog(Protocol):
     async def remember(self, request_id: str, release: str, unit: str | None) -> None: ...
 
     async def lookup(self, request_id: str) -> tuple[str, str | None] | None: ...
+
+
+class RoutingStore(Protocol):
+    """The routing state shared by the replicas of one deployment (serve/engines/
+    ray_routing.py). ``change`` applies a change once, in order (ValueError when it cannot),
+    and returns only when every running replica serves the new state."""
+
+    async def change(self, change: RoutingChange) -> RoutingEvent: ...
 
 
 class MemoryAnswerLog:

@@ -62,10 +62,13 @@ class RayOptions:
     app_name: str = "infertune"
     cpus_per_replica: float = 1.0
     plan_path: Path = field(default_factory=lambda: Path("ray_autoscaling.json"))
+    min_replicas: int | None = None  # --min-replicas: a warm pool pinned over the derived one
 
     def __post_init__(self) -> None:
         if not self.cpus_per_replica > 0:
             raise ConfigError(f"cpus_per_replica must be > 0, got {self.cpus_per_replica}")
+        if self.min_replicas is not None and self.min_replicas < 1:
+            raise ConfigError(f"--min-replicas must be >= 1, got {self.min_replicas}")
 
     @property
     def embedded(self) -> bool:
@@ -81,8 +84,13 @@ class Measured:
 
 class RayEngine:
     def __init__(self, app: ReplicaApp, policy: ServePolicy, options: RayOptions,
-                 run: RunFacts | None = None, echo: Callable[[str], None] = print) -> None:
+                 run: RunFacts | None = None, echo: Callable[[str], None] = print, *,
+                 on_connect: Callable[[], object] | None = None) -> None:
+        """``on_connect`` runs once Ray is up, before any replica (e.g. to start the routing
+        owner replicas need); what it returns is kept for as long as the engine runs."""
         self.app = app
+        self.on_connect = on_connect
+        self.kept: object = None
         self.policy = policy
         self.options = options
         self.run = run or RunFacts()
@@ -93,6 +101,8 @@ class RayEngine:
 
     def start(self) -> AutoscalePlan:
         self._connect()
+        if self.on_connect is not None:
+            self.kept = self.on_connect()
         serve.start(http_options={"host": self.options.host, "port": self.options.port})
         self.measured = self._measure()
         plan = self.derive()
@@ -100,7 +110,11 @@ class RayEngine:
         self._save(plan, self.measured)
         for line in plan.lines():
             self.echo(line)
-        self.apply(plan)
+        pinned = self.options.min_replicas
+        if pinned is not None:
+            self.echo(f"min_replicas = {pinned} replicas: pinned by --min-replicas (derived: "
+                      f"{plan.min_replicas.value:g})")
+        self.apply(plan, min_replicas=pinned)
         return plan
 
     def derive(self, *, goodput: Sourced | None = None,
@@ -190,9 +204,11 @@ class RayEngine:
               max_replicas: int | None = None) -> None:
         """Deploy with ``plan``'s settings (the replica bounds overridden, e.g. by a benchmark
         pinning a count); returns once the deployment's replicas are healthy."""
-        config = dict(plan.ray_autoscaling())
+        derived = plan.ray_autoscaling()
+        config = dict(derived)
         if min_replicas is not None:
             config["min_replicas"] = config["initial_replicas"] = min_replicas
+            config["max_replicas"] = max(min_replicas, derived["max_replicas"])
         if max_replicas is not None:
             config["max_replicas"] = max_replicas
         serve.run(self._deployment(config, int(plan.max_ongoing_requests.value)).bind(self.app),
@@ -270,7 +286,7 @@ class StopOnSignal:
 def serve_on_ray(target: str, model_ref: str, policy: ServePolicy, *,
                  fast_model_ref: str | None = None, host: str = "127.0.0.1", port: int = 8000,
                  address: str | None = None, warnings: tuple[str, ...] = (),
-                 echo: Callable[[str], None] = print) -> None:
+                 min_replicas: int | None = None, echo: Callable[[str], None] = print) -> None:
     """What `infertune serve TARGET --engine ray` runs: ``target`` is the command's argument
     (a run folder lends its scenario and measurements to the plan, which is saved there as
     ray_autoscaling.json; otherwise in the working directory)."""
@@ -280,9 +296,17 @@ def serve_on_ray(target: str, model_ref: str, policy: ServePolicy, *,
     app = ModelApp(model_ref, policy, fast_model_ref, model_threads=max(1, int(cpus)),
                    warnings=warnings)
     options = RayOptions(address=address, host=host, port=port, cpus_per_replica=cpus,
-                         plan_path=(run_dir if is_run else Path.cwd()) / "ray_autoscaling.json")
+                         plan_path=(run_dir if is_run else Path.cwd()) / "ray_autoscaling.json",
+                         min_replicas=min_replicas)
     engine = RayEngine(app, policy, options, read_run(run_dir) if is_run else None, echo)
-    where = address or "a local one-node Ray (stopped on exit)"
+    serve_engine(engine, f"serving {model_ref} on http://{host}:{port} through Ray Serve")
+
+
+def serve_engine(engine: RayEngine, serving: str) -> None:
+    """Start ``engine`` (stopping it again if start-up fails or is interrupted), then serve
+    until SIGTERM/SIGINT; ``serving`` opens the line printed once it takes traffic."""
+    echo = engine.echo
+    where = engine.options.address or "a local one-node Ray (stopped on exit)"
     echo(f"starting Ray Serve on {where}; measuring one replica before applying the plan")
     handler = StopOnSignal()
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -293,8 +317,7 @@ def serve_on_ray(target: str, model_ref: str, policy: ServePolicy, *,
             engine.stop()
             raise
         handler.serving = True
-        echo(f"serving {model_ref} on http://{host}:{port} through Ray Serve — replicas take "
-             "traffic once warmed up; SIGTERM drains and stops")
+        echo(f"{serving} — replicas take traffic once warmed up; SIGTERM drains and stops")
         engine.serve_until_signal(handler.event)
     finally:
         for sig, old in previous.items():

@@ -34,6 +34,9 @@ from infertune.models import load
 from infertune.models.base import Adapter, ModelInputs
 from infertune.serve.app import create_app
 from infertune.serve.cascade import without_spinning
+from infertune.serve.engines.ray_routing import RayRoutingStore, Versioned
+from infertune.serve.relay import labelled_texts
+from infertune.serve.routing import Router, RoutingState
 from infertune.serve.runtime import ServeRuntime
 
 
@@ -44,6 +47,8 @@ class HostedApp:
     asgi: ASGIApp
     runtimes: list[ServeRuntime]
     adapter: Adapter  # the model whose service time sizes the replica
+    router: Router | None = None  # several releases behind the router (issue 15)
+    routing: RayRoutingStore | None = None  # the routing state every replica shares
 
     def ready(self) -> bool:
         return all(rt.ready for rt in self.runtimes)
@@ -53,8 +58,9 @@ class HostedApp:
 
 
 class ReplicaApp(Protocol):
-    """A picklable recipe built on each replica. ModelApp serves one model; the rollout router
-    (issue 15) can be another recipe returning its router app and every release's runtime."""
+    """A picklable recipe built on each replica. ModelApp serves one model;
+    rollout.ray_router.RouterApp serves registry releases behind the router, returning the
+    router, every release's runtime and the shared routing store."""
 
     def build(self) -> HostedApp: ...
 
@@ -99,6 +105,8 @@ class ReplicaSignals:
     queue_depth: int
     ongoing_requests: int
     ready: bool
+    routing_version: int | None = None  # the shared routing state it serves (router only)
+    canary_weight: float | None = None
 
 
 def signals_exposition(signals: Sequence[ReplicaSignals]) -> bytes:
@@ -111,6 +119,15 @@ def signals_exposition(signals: Sequence[ReplicaSignals]) -> bytes:
     ongoing = Gauge("infertune_replica_ongoing_requests",
                     "Predict requests a replica is handling (queued or running)", ["replica"],
                     registry=registry)
+    routed = [s for s in signals if s.routing_version is not None]
+    if routed:  # so an operator (and the tests) see that a routing change reached every one
+        version = Gauge("infertune_replica_routing_version", "Version of the shared routing "
+                        "state a replica serves", ["replica"], registry=registry)
+        weight = Gauge("infertune_replica_canary_weight_percent", "Canary weight a replica "
+                       "routes with", ["replica"], registry=registry)
+        for s in routed:
+            version.labels(s.replica).set(s.routing_version or 0)
+            weight.labels(s.replica).set(s.canary_weight or 0.0)
     for s in signals:
         depth.labels(s.replica).set(s.queue_depth)
         ongoing.labels(s.replica).set(s.ongoing_requests)
@@ -118,12 +135,17 @@ def signals_exposition(signals: Sequence[ReplicaSignals]) -> bytes:
 
 
 class SignalsMiddleware:
-    """Appends every replica's scale-out signals to a successful GET /metrics answer."""
+    """Appends every replica's scale-out signals to a successful GET /metrics answer. With
+    ``merge`` (the release router) the answer's own series are replaced by every replica's,
+    each with a ``replica`` label: a canary judged on /metrics sees all the traffic, not the
+    share of whichever replica answered the scrape."""
 
     def __init__(self, app: ASGIApp,
-                 collect: Callable[[], Awaitable[Sequence[ReplicaSignals]]]) -> None:
+                 collect: Callable[[], Awaitable[Sequence[ReplicaSignals]]],
+                 merge: Callable[[], Awaitable[bytes]] | None = None) -> None:
         self.app = app
         self.collect = collect
+        self.merge = merge
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != "/metrics" or scope["method"] != "GET":
@@ -138,6 +160,8 @@ class SignalsMiddleware:
         start = next(m for m in messages if m["type"] == "http.response.start")
         body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
         if start["status"] == 200:
+            if self.merge is not None:
+                body = await self.merge()
             body += signals_exposition(await self.collect())
         headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
         headers.append((b"content-length", str(len(body)).encode()))
@@ -173,12 +197,19 @@ class InfertuneReplica:
         self._build_s = time.monotonic() - started
         self._ready_s: float | None = None
         self._started = started
+        self._routing_version = 0  # the shared routing state this replica serves (0: initial)
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
-        return SignalsMiddleware(self._hosted.asgi, self._all_signals)
+        merge = self._all_router_metrics if self._hosted.router is not None else None
+        return SignalsMiddleware(self._hosted.asgi, self._all_signals, merge)
 
     async def check_health(self) -> None:
         hosted = self._hosted
+        if hosted.routing is not None:
+            # before the first traffic and every few seconds after: catch up with a routing
+            # change whose broadcast this replica missed (a raise: the owner is gone with the
+            # driver, so this replica should not serve)
+            await self.adopt_routing(await hosted.routing.current())
         if self._ready_s is None:
             # Ray's first call (before the replica counts as running): wait out the warm-up,
             # however long the model takes; later calls answer at once
@@ -197,8 +228,27 @@ class InfertuneReplica:
         queue = runtime.queue
         depth = len(queue) if queue is not None else 0
         ongoing = runtime.metrics.registry.get_sample_value("infertune_in_flight") or 0.0
-        return ReplicaSignals(serve.get_replica_context().replica_tag, depth, int(ongoing),
-                              self._hosted.ready())
+        router = self._hosted.router
+        routing = router.state if router is not None else None
+        return ReplicaSignals(
+            serve.get_replica_context().replica_tag, depth, int(ongoing), self._hosted.ready(),
+            self._routing_version if routing is not None else None,
+            (routing.canary_weight if routing.canary else 0.0) if routing is not None else None)
+
+    async def adopt_routing(self, versioned: Versioned) -> int:
+        """Serve ``versioned`` unless this replica already serves a newer one; returns the
+        version served (a broadcast from the replica that took a routing change)."""
+        router = self._hosted.router
+        if router is not None and versioned.version > self._routing_version:
+            router.adopt(versioned.state)
+            self._routing_version = versioned.version
+        return self._routing_version
+
+    async def routing_view(self) -> tuple[str, int, RoutingState | None]:
+        """(replica, version, routing state) this replica serves."""
+        router = self._hosted.router
+        return (serve.get_replica_context().replica_tag, self._routing_version,
+                router.state if router is not None else None)
 
     async def startup_seconds(self) -> dict[str, float | None]:
         """Seconds from the replica's constructor to the model built and to warm-up done."""
@@ -209,9 +259,23 @@ class InfertuneReplica:
         return await asyncio.to_thread(service_times, self._hosted.adapter, batch_sizes,
                                        repeats, max_seconds)
 
-    async def _all_signals(self) -> Sequence[ReplicaSignals]:
+    async def router_metrics(self) -> tuple[str, str]:
+        """(replica, this replica's router exposition: every release's series)."""
+        router = self._hosted.router
+        text = router.exposition().decode() if router is not None else ""
+        return serve.get_replica_context().replica_tag, text
+
+    async def _all_router_metrics(self) -> bytes:
+        results = await self._broadcast("router_metrics")
+        return labelled_texts(sorted(r for r in results if isinstance(r, tuple)), "replica")
+
+    async def _broadcast(self, method: str) -> list[Any]:
         ctx = serve.get_replica_context()
         handle = serve.get_deployment_handle(ctx.deployment, ctx.app_name)
-        results: list[Any] = await handle.broadcast("signals").results_async()
+        results: list[Any] = await handle.broadcast(method).results_async()
+        return results
+
+    async def _all_signals(self) -> Sequence[ReplicaSignals]:
+        results = await self._broadcast("signals")
         return sorted((r for r in results if isinstance(r, ReplicaSignals)),
                       key=lambda s: s.replica)

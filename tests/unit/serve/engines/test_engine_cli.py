@@ -1,5 +1,5 @@
-"""`infertune serve --engine/--ray-address`: wrong combinations are one-line errors before
-anything is loaded or started."""
+"""`infertune serve --engine/--ray-address/--min-replicas`: wrong combinations are one-line
+errors before anything is loaded or started."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from infertune.cli import main
 @pytest.mark.parametrize(("args", "message"), [
     (["--engine", "gpu"], "error: --engine must be local or ray, got 'gpu'"),
     (["--ray-address", "auto"], "error: --ray-address needs --engine ray"),
-    (["--engine", "ray", "--stable", "v1"], "error: --engine ray serves one model or run"),
+    (["--min-replicas", "2"], "error: --min-replicas needs --engine ray"),
 ])
 def test_engine_flags_are_checked_first(args: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
