@@ -1,6 +1,7 @@
-"""A run's report: the problem, plot data, notes on what was not measured, and the assembly of
-every section (run_sections.py) into one Report, written as report.json, report.md,
-report.html and plots/ into the run directory.
+"""A run's report: what the run measured (sections from run_sections.py, run_slo.py and
+run_scaleout.py, plot data, notes on what was not measured) handed to the one report builder
+(build.py, which advise uses too), then written as report.json, report.md, report.html and
+plots/ into the run directory.
 
     optimize(options)                    # optimize/run.py: the stages, then run.json etc.
     report = write_run_report(options.out)  # this module: reads them, writes report.json

@@ -1,7 +1,8 @@
 """The sections of a run's Report (schema infertune.report/v1), each built from what the run
 measured (optimize's RunState): the variants and policies tables, the diagnosis, the ranked
 options and the recommendation. Every number goes into a Figure with its provenance; nothing
-here formats what the renderers would recompute. run_report.py assembles them."""
+here formats what the renderers would recompute. run_report.py hands them to the one report
+builder (build.py), which adds the knowledge base's options and ranks them all."""
 
 from __future__ import annotations
 
