@@ -17,8 +17,14 @@ to one core. Each line is one measured open-loop run at a constant rate, rates r
     client CPU  this process's CPU time over the run's wall time (it includes the runner's
                 spinning before each send, so it is not all per-token work), and per token
 
+Before the capacity lines, a side-by-side of the client's CPU per token: the stream reader it
+uses (http_stream: stamp and keep the bytes, parse after the run) against aiohttp's stream
+reader parsing each event as it arrives (how this client read streams before), at one rate,
+runs interleaved A B B A, no spinning before sends (so the CPU is the reading), CPU time of the
+run only. CPU time, not wall time, so a busy machine disturbs it less than it disturbs lag.
+
     .venv/bin/python benchmarks/llm_loadgen_capacity.py [--seconds 5] [--rates 50 100 ...]
-        [--itl-ms 10] [--output-tokens 64]
+        [--itl-ms 10] [--output-tokens 64] [--ab-rate 100] [--ab-seconds 3]
 
 The verdict line names the rate with the most concurrent streams among those sustained. On a
 machine shared with other work the lag tail is the first thing to suffer: the load average is
@@ -28,6 +34,7 @@ printed on every line.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -35,6 +42,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+import aiohttp
 import numpy as np
 from loadgen_capacity import (  # the HTTP twin of this benchmark, beside it
     LAG_P99_LIMIT_MS,
@@ -42,10 +50,15 @@ from loadgen_capacity import (  # the HTTP twin of this benchmark, beside it
     pin,
 )
 
-from infertune.loadgen.openai import OpenAITarget, run_stream_records, synthetic_prompts
-from infertune.loadgen.runner import RunOptions
-from infertune.loadgen.schedules import ScheduleSpec, build_schedule
-from infertune.loadgen.streaming_result import summarise_streams
+from infertune.loadgen.http_stream import RawResponse
+from infertune.loadgen.openai import OpenAITarget, synthetic_prompts
+from infertune.loadgen.precise_loop import precise_runner
+from infertune.loadgen.result import LoadResult, summarise
+from infertune.loadgen.runner import RunOptions, run_schedule
+from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule
+from infertune.loadgen.streaming_result import StreamRecord, summarise_streams
+from infertune.loadgen.targets import Reply
+from infertune.measure.collector import steady_gc
 
 SERVER_SLACK = 1.5  # the server is "on pace" while its gap p99 stays under 1.5 x --itl-ms
 
@@ -57,6 +70,70 @@ class Line:
     tokens_per_s: float
     lag_p99_ms: float
     verdict: str
+
+
+class AiohttpReaderTarget(OpenAITarget):
+    """The reader compared against: aiohttp's stream reader, each event's JSON parsed as it
+    arrives (the client's previous way). It keeps the same raw bytes, so ``finish`` works."""
+
+    async def open(self) -> None:
+        await super().open()
+        self._json = [json.dumps(self._body(p)).encode() for p in self.prompts]
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def send(self, index: int) -> Reply:
+        response = self._responses[index] = RawResponse(started=self.clock())
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        async with self._session.post(self.url, data=self._json[index % len(self._json)],
+                                      headers=headers) as resp:
+            pending = b""
+            async for chunk in resp.content.iter_any():
+                now = self.clock()
+                response.chunks.append((now, chunk))
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data: {"):
+                        event = json.loads(line[6:])
+                        if event.get("choices"):
+                            _ = event["choices"][0].get("delta", {}).get("content")
+        response.status, response.complete = str(resp.status), True
+        return Reply(response.status)
+
+    async def close(self) -> None:
+        await self._session.close()
+        await super().close()
+
+
+def measured_run(target: OpenAITarget, schedule: Schedule, options: RunOptions
+                 ) -> tuple[LoadResult, list[StreamRecord], float, float]:
+    """One run as run_stream_records does it, with this process's CPU and wall time of the
+    run alone (the parsing after the run is not counted)."""
+    with steady_gc(), precise_runner() as loop:
+        wall0, cpu0 = time.perf_counter(), cpu_seconds()
+        records = loop.run(run_schedule(schedule, target, options, clock=target.clock))
+        wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
+    records, streams = target.finish(records)
+    load = summarise(target.name, records, schedule.stats())
+    return load, streams, cpu, wall
+
+
+def reader_ab(url: str, args: argparse.Namespace) -> None:
+    """Client CPU per token of the two readers, interleaved A B B A."""
+    schedule = build_schedule(ScheduleSpec(shape="constant", rate=args.ab_rate,
+                                           duration_s=args.ab_seconds))
+    per_token: dict[str, list[float]] = {"http_stream": [], "aiohttp": []}
+    for name in ("http_stream", "aiohttp", "aiohttp", "http_stream"):
+        kind = OpenAITarget if name == "http_stream" else AiohttpReaderTarget
+        target = kind(url + "v1/chat/completions", "openai-chat",
+                      synthetic_prompts(8, args.output_tokens), model="bench")
+        _, streams, cpu, _ = measured_run(target, schedule, RunOptions(spin_s=0.0))
+        tokens = sum(len(r.token_s) for r in streams if r.ok)
+        per_token[name].append(cpu / tokens * 1e6 if tokens else float("nan"))
+    raw, old = (float(np.median(per_token[k])) for k in ("http_stream", "aiohttp"))
+    print(f"client CPU per token at {args.ab_rate:g} req/s ({args.ab_seconds:g} s runs, A B B A, "
+          f"no spinning): http_stream reader {raw:.1f} us, aiohttp reader parsing as it reads "
+          f"{old:.1f} us; ratio {old / raw:.2f}x (runs: "
+          f"{', '.join(f'{k} {v:.1f}' for k, vs in per_token.items() for v in vs)})")
 
 
 def start_server(core: int | None, itl_ms: float) -> subprocess.Popen[str]:
@@ -77,10 +154,7 @@ def run_one(url: str, rate: float, args: argparse.Namespace) -> Line:
     prompts = synthetic_prompts(8, args.output_tokens)
     target = OpenAITarget(url + "v1/chat/completions", "openai-chat", prompts, model="bench")
     schedule = build_schedule(ScheduleSpec(shape="constant", rate=rate, duration_s=args.seconds))
-    wall0, cpu0 = time.perf_counter(), cpu_seconds()
-    # run_stream_records parses the streams after the run: that time is not the run's
-    load, records = run_stream_records(schedule, target, RunOptions())
-    wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
+    load, records, cpu, wall = measured_run(target, schedule, RunOptions())
     result = summarise_streams("openai-chat", load, records)
     window = max(args.seconds, max((r.done_s for r in records), default=0.0))
     streams = sum(r.done_s - r.sent_s for r in records) / window
@@ -111,6 +185,8 @@ def main() -> None:
                         default=[25, 50, 100, 200, 300, 400, 600, 800])
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--ab-rate", type=float, default=100.0, help="0: skip the reader A/B")
+    parser.add_argument("--ab-seconds", type=float, default=3.0)
     args = parser.parse_args()
 
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
@@ -131,6 +207,8 @@ def main() -> None:
           f"{'CPU':>7} {'us/token':>8} {'load':>5}  verdict")
     lines = []
     try:
+        if args.ab_rate > 0:
+            reader_ab(url, args)
         for rate in args.rates:
             lines.append(run_one(url, rate, args))
     finally:
