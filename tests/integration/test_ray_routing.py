@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rollout_load import free_port
 from rollout_variants import mlp_run
 
+from infertune.cli import main
 from infertune.rollout.observe import parse_exposition
 from infertune.rollout.registry import Registry
 from infertune.serve.routing import unit_bucket
@@ -126,7 +127,9 @@ def expected(weight: float) -> dict[str, str]:
     return {u: "B" if unit_bucket(u) < weight else "A" for u in UNITS}
 
 
-def test_routing_is_shared_by_every_ray_replica(tmp_path: Path) -> None:
+def test_routing_is_shared_by_every_ray_replica(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "registry"
     reg = Registry(root)
     reg.add(mlp_run(tmp_path / "run-a"), "A")
@@ -148,10 +151,12 @@ def test_routing_is_shared_by_every_ray_replica(tmp_path: Path) -> None:
         assert len(view) >= 2 and all(v == (2.0, 60.0) for v in view.values()), view
         assert arms(client, url) == expected(60.0)
 
-        # a gate's decision: roll the canary back; no replica sends another request to B
-        r = client.post(url + "/admin/routing", headers=KEY,
-                        json={"action": "rollback", "reason": "gate: agreement failed"})
-        assert r.status_code == 200 and r.json()["canary"] is None, r.text
+        # a gate's decision, through the command the controller's rollback shares; no replica
+        # sends another request to B once it answers
+        monkeypatch.setenv("RAY_ROUTING_KEY", KEY["X-API-Key"])
+        assert main(["rollback", "--server", url, "--api-key-env", "RAY_ROUTING_KEY",
+                     "--reason", "gate: agreement failed"]) == 0
+        assert "rolled back: all traffic to A" in capsys.readouterr().out
         view = replica_view(url)
         assert len(view) >= 2 and all(v == (3.0, 0.0) for v in view.values()), view
         assert set(arms(client, url).values()) == {"A"}
