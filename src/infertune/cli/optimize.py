@@ -18,6 +18,7 @@ from infertune.config import load_scenario
 from infertune.data import HeldOut, default_heldout, read_heldout
 from infertune.durations import parse_duration
 from infertune.errors import ConfigError
+from infertune.optimize.costs import BudgetChoice
 from infertune.optimize.run import DEFAULT_BUDGET_S, QUICK_BUDGET_S, OptimizeOptions, optimize
 from infertune.optimize.state import RunPaths
 from infertune.report.run_report import write_run_report
@@ -43,7 +44,9 @@ def register(app: typer.Typer) -> None:
             "--out", help="Run directory (default runs/<model>-<time>).")] = None,
         budget: Annotated[str | None, typer.Option(
             "--budget", help="Time budget for the whole run, e.g. 5m or 90s (default 5.5m; "
-            "1.5m with --quick).")] = None,
+            "1.5m with --quick), or 'auto': sized from the model (its parameters, measured "
+            "export and call times) to what a complete search needs here, at most 1h; the "
+            "choice and its reasons are printed.")] = None,
         quick: Annotated[bool, typer.Option(
             "--quick", help="Fewer variants, shorter measurements.")] = False,
         as_json: Annotated[bool, typer.Option(
@@ -60,16 +63,17 @@ def register(app: typer.Typer) -> None:
             "is lost by accident).")] = False,
     ) -> None:
         sc = load_scenario(scenario)
-        budget_s = _budget(budget, QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
+        auto = budget is not None and budget.strip().lower() == "auto"
+        budget_s = _budget(None if auto else budget, QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
         held = _data(model, data)
         quiet_libraries()
         folder = out or Path("runs") / f"{Path(model).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         _claim(folder, overwrite)
         options = OptimizeOptions(model=model, scenario=sc, data=held, out=folder,
                                   budget_s=budget_s, quick=quick, candidates=candidate or [],
-                                  seed=seed, scenario_source=str(scenario))
+                                  seed=seed, scenario_source=str(scenario), budget_auto=auto)
         with _Display(budget_s) as display:
-            state = optimize(options, progress=display)
+            state = optimize(options, progress=display, on_budget=display.resized)
             display.stage("report", "writing report.json, report.md, report.html")
             report = write_run_report(state.paths.root)
         if as_json:
@@ -94,7 +98,10 @@ def _claim(folder: Path, overwrite: bool) -> None:
 
 
 def _budget(text: str | None, default: float) -> float:
-    seconds = parse_duration(text, "--budget") if text is not None else default
+    try:
+        seconds = parse_duration(text, "--budget") if text is not None else default
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or pass --budget auto to size it from the model") from exc
     if seconds < MIN_BUDGET_S:
         raise ConfigError(
             f"a budget of {seconds:g} s is too small to measure anything: optimize needs at "
@@ -134,6 +141,11 @@ class _Display:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+    def resized(self, choice: BudgetChoice) -> None:
+        """--budget auto sized (or re-sized) the budget: say what it chose and why."""
+        self.budget_s = choice.seconds
+        self.console.print(f"[bold]budget:[/] {choice.reason}")
 
     def _left(self) -> str:
         left = max(0.0, self.budget_s - (time.monotonic() - self.started))

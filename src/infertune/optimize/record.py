@@ -15,9 +15,10 @@ the process that measured it (``report/run_report.py`` builds report.json from a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from infertune.config import Scenario
 from infertune.errors import ConfigError
@@ -26,13 +27,16 @@ from infertune.measure.curve import ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.optimize.cascade import CascadeResult, RightSizing
 from infertune.optimize.confirm_served import Confirmation
+from infertune.optimize.costs import BudgetChoice, BudgetEstimate, CostFacts
 from infertune.optimize.inputs import InputOptions
+from infertune.optimize.ordering import SearchPlan
 from infertune.optimize.search import Candidate, Skipped
 from infertune.optimize.serving import Validation
 from infertune.optimize.state import BuiltVariant, LoadCurve, RunPaths, RunState, write_json
 from infertune.optimize.sweep import SweepResult
 
 RECORD_SCHEMA = "infertune.run/v1"
+T = TypeVar("T")
 
 
 @dataclass
@@ -63,6 +67,10 @@ class RunRecord:
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    cost_facts: CostFacts | None = None
+    search_plan: SearchPlan | None = None
+    budget_choice: BudgetChoice | None = None
+    budget_estimate: BudgetEstimate | None = None
 
     def built_variant(self, variant_id: str) -> BuiltVariant | None:
         return next((b for b in self.built if b.variant_id == variant_id), None)
@@ -83,7 +91,9 @@ class RunRecord:
             right_sizing=state.right_sizing, load_curves=list(state.load_curves),
             confirmation=state.confirmation,
             skipped=list(state.skipped), notes=list(state.notes),
-            stage_seconds=dict(state.stage_seconds))
+            stage_seconds=dict(state.stage_seconds), cost_facts=state.cost_facts,
+            search_plan=state.search_plan, budget_choice=state.budget_choice,
+            budget_estimate=state.budget_estimate)
 
     def to_dict(self) -> dict[str, Any]:
         """run.json's content: everything but the profile and the hardware, which have their
@@ -108,7 +118,12 @@ class RunRecord:
             "load_curves": [c.to_dict() for c in self.load_curves],
             "confirmation": self.confirmation.to_dict() if self.confirmation else None,
             "skipped": [s.to_dict() for s in self.skipped],
-            "notes": list(self.notes), "stage_seconds": dict(self.stage_seconds)}
+            "notes": list(self.notes), "stage_seconds": dict(self.stage_seconds),
+            "cost_facts": self.cost_facts.to_dict() if self.cost_facts else None,
+            "search_plan": self.search_plan.to_dict() if self.search_plan else None,
+            "budget_choice": self.budget_choice.to_dict() if self.budget_choice else None,
+            "budget_estimate": (self.budget_estimate.to_dict() if self.budget_estimate
+                                else None)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, hardware: HardwareInfo | None = None,
@@ -139,7 +154,11 @@ class RunRecord:
             confirmation=(Confirmation.from_dict(data["confirmation"])
                           if data.get("confirmation") else None),
             skipped=[Skipped.from_dict(s) for s in data["skipped"]],
-            notes=list(data["notes"]), stage_seconds=dict(data["stage_seconds"]))
+            notes=list(data["notes"]), stage_seconds=dict(data["stage_seconds"]),
+            cost_facts=_opt(CostFacts.from_dict, data.get("cost_facts")),
+            search_plan=_opt(SearchPlan.from_dict, data.get("search_plan")),
+            budget_choice=_opt(BudgetChoice.from_dict, data.get("budget_choice")),
+            budget_estimate=_opt(BudgetEstimate.from_dict, data.get("budget_estimate")))
 
     def save(self, paths: RunPaths) -> None:
         write_json(paths.run_json, self.to_dict())
@@ -158,6 +177,11 @@ class RunRecord:
                     if paths.hardware.is_file() else None)
         profile = Profile.from_dict(_read(paths.profile)) if paths.profile.is_file() else None
         return cls.from_dict(_read(paths.run_json), hardware=hardware, profile=profile)
+
+
+def _opt(make: Callable[[dict[str, Any]], T], data: dict[str, Any] | None) -> T | None:
+    """``make(data)``, or None for a field an older run.json does not have."""
+    return make(data) if data else None
 
 
 def _read(path: Path) -> dict[str, Any]:

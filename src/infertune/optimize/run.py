@@ -4,9 +4,10 @@ run.json. The report is built afterwards from those files by report/run_report.p
 package knows nothing of report/.
 
 Stages (each one checks the budget before it starts; see search.py):
-    setup -> profile baseline -> reference outputs -> build variants -> screen (quick timing +
-    quality) -> confirm survivors (interleaved) -> serving sweep + validation -> candidates /
-    cascade -> input options
+    setup -> [size budget, with --budget auto] -> profile baseline -> reference outputs ->
+    build variants (by expected gain per second) -> screen (quick timing, stopping early for
+    a clear loser, + quality) -> confirm survivors (interleaved) -> serving sweep + validation
+    -> candidates / cascade -> input options
 The measuring stages live in steps.py, the serving ones in policy.py.
 """
 
@@ -16,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from infertune.optimize import policy, steps
+from infertune.optimize import policy, sizing, steps
 from infertune.optimize.builder import Builder
+from infertune.optimize.costs import BudgetChoice, budget_estimate
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Budget, NullProgress, Progress
 from infertune.optimize.state import (
@@ -36,8 +38,10 @@ Step = Callable[[RunState, Budget, Progress], None]
 
 def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
              builder: Builder | None = None,
-             clock: Callable[[], float] = time.monotonic) -> RunState:
-    """Run every stage into ``options.out`` and return what the run measured and decided."""
+             clock: Callable[[], float] = time.monotonic,
+             on_budget: Callable[[BudgetChoice], None] | None = None) -> RunState:
+    """Run every stage into ``options.out`` and return what the run measured and decided.
+    ``on_budget`` hears what ``--budget auto`` chose each time it sizes the budget."""
     progress = progress or NullProgress()
     paths = RunPaths(Path(options.out))
     progress.tick(f"loading {options.model}")
@@ -52,6 +56,7 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
 
     order: Sequence[tuple[str, Step]] = [
         ("setup", steps.setup),
+        ("size budget", sizing.size_budget),
         ("profile baseline", steps.profile_baseline),
         ("reference outputs", steps.reference_outputs),
         ("build variants", build),
@@ -62,9 +67,17 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
         ("input options", steps.input_options),
     ]
     for name, step in order:
+        if name == "size budget" and not options.budget_auto:
+            continue
         progress.stage(name, f"{budget.left():.0f} s left")
         started = clock()
+        choice = state.budget_choice
         step(state, budget, progress)
         state.stage_seconds[name] = clock() - started
+        if on_budget is not None and state.budget_choice is not choice \
+                and state.budget_choice is not None:
+            on_budget(state.budget_choice)
+    state.budget_estimate = budget_estimate(
+        state.stage_seconds, [s.need_s for s in state.skipped if s.need_s], state.cost_facts)
     RunRecord.from_state(state).save(paths)  # run.json etc.: what the report is built from
     return state

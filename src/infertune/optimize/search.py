@@ -170,9 +170,11 @@ def measure_against_baseline(compare: Compare, baseline_call: Callable[[Sequence
 
 def time_alone(call: Callable[[Sequence[Any]], Any], requests: Sequence[Sequence[Any]], *,
                budget_s: float, min_n: int = 20, max_n: int = 300, warmup: int = 3,
-               clock: Callable[[], float] = time.perf_counter) -> list[float]:
+               clock: Callable[[], float] = time.perf_counter,
+               until: Callable[[list[float]], bool] | None = None) -> list[float]:
     """Per-request latencies (ms) of ``call`` on ``requests`` in order, until ``budget_s`` is
-    spent once ``min_n`` are in, or ``max_n`` (or every request) is used."""
+    spent once ``min_n`` are in, or ``max_n`` (or every request) is used, or ``until`` (asked
+    after every sample) says stop."""
     for req in requests[:warmup]:
         call(req)
     out: list[float] = []
@@ -182,6 +184,8 @@ def time_alone(call: Callable[[Sequence[Any]], Any], requests: Sequence[Sequence
             t0 = clock()
             call(req)
             out.append((clock() - t0) * 1000.0)
+            if until is not None and until(out):
+                break
             if len(out) >= max_n or (len(out) >= min_n and clock() - start >= budget_s):
                 break
     return out
@@ -247,7 +251,9 @@ def select_survivors(candidates: Sequence[Candidate], *, keep: int = 3,
     """Mark candidates that fail the floor or are dominated; return the survivors, fastest
     first. B dominates A when B passes, is faster at p95 by more than ``tie`` and its quality is
     no lower. Inconclusive quality survives only when nothing passes (it is reported as such)."""
-    timed = [c for c in candidates if c.quick is not None and not c.is_baseline]
+    # a variant screening already dropped (stopped early as a clear loser) keeps its reason
+    timed = [c for c in candidates
+             if c.quick is not None and not c.is_baseline and not c.dropped]
     passing = [c for c in timed if c.quality_verdict == "pass"]
     for c in timed:
         if c.quality_verdict == "fail":

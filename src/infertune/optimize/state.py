@@ -32,7 +32,9 @@ from infertune.measure.profile import Profile
 from infertune.models.base import Adapter
 from infertune.optimize.cascade import CascadeResult, RightSizing
 from infertune.optimize.confirm_served import Confirmation
+from infertune.optimize.costs import BudgetChoice, BudgetEstimate, CostFacts
 from infertune.optimize.inputs import InputOptions
+from infertune.optimize.ordering import SearchPlan
 from infertune.optimize.search import Candidate, Skipped
 from infertune.optimize.serving import Contention, Validation
 from infertune.optimize.sweep import SweepResult
@@ -115,6 +117,7 @@ class OptimizeOptions:
     candidates: list[str] = field(default_factory=list)
     seed: int = 0
     scenario_source: str = ""
+    budget_auto: bool = False  # --budget auto: budget_s is resized from the model's costs
 
 
 @dataclass
@@ -125,6 +128,7 @@ class BuiltVariant:
     skipped: str | None = None  # why the pass did not build
     is_baseline: bool = False
     manifest: dict[str, Any] = field(default_factory=dict)  # the variant's manifest.json
+    build_s: float | None = None  # measured seconds its pass took (build + check)
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,10 @@ class RunState:
     notes: list[str] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     baseline_variant_id: str | None = None
+    cost_facts: CostFacts | None = None  # measured times the step costs are scaled from
+    search_plan: SearchPlan | None = None  # the build order by expected gain per second
+    budget_choice: BudgetChoice | None = None  # what --budget auto chose, and why
+    budget_estimate: BudgetEstimate | None = None  # what a complete search would need
 
     def skip(self, what: str, reason: str, need_s: float | None = None) -> None:
         self.skipped.append(Skipped(what, reason, need_s))

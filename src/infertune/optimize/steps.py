@@ -23,6 +23,10 @@ from infertune.models.base import Adapter
 from infertune.models.tensor import TensorAdapter
 from infertune.optimize.builder import Builder, default_builder
 from infertune.optimize.choice import best_adapter
+from infertune.optimize.costs import (
+    CostFacts,
+    screen_s,
+)
 from infertune.optimize.inputs import (
     InputOptions,
     cache_estimate,
@@ -42,6 +46,8 @@ from infertune.optimize.search import (
     select_survivors,
     time_alone,
 )
+from infertune.optimize.sequential import StopRule, time_sequential
+from infertune.optimize.sizing import fit_profile, params_m, resize
 from infertune.optimize.state import (
     OptimizeOptions,
     RunPaths,
@@ -59,6 +65,8 @@ NEED_REFERENCE_S = 5.0
 NEED_BUILD_S = 20.0
 NEED_SERVING_S = 20.0
 NEED_INPUTS_S = 10.0
+CALIBRATION = 128  # the held-out inputs INT8 passes calibrate and score on (builder.py)
+PROFILE_SHARE = 0.12  # of the budget: the baseline profile's target (make demo: 19.5 of 330)
 # Marks (fractions of the whole budget) by which each stage must stop starting new work, so
 # that a slow stage leaves time for the ones after it.
 MARK_BUILD = 0.45
@@ -131,6 +139,7 @@ def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> Non
         curve_repeats=3 if quick else 5, curve_seconds=2.0 if quick else 6.0,
         hotspot_calls=1 if quick else 2, cold_start=not quick and budget.left() > 240,
         seed=state.options.seed)
+    settings = fit_profile(state, settings, PROFILE_SHARE * budget.total_s)
     ref = state.options.model
     state.profile = profile(
         state.baseline, state.options.data.inputs, settings=settings,
@@ -145,14 +154,30 @@ def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> No
         state.skip("quality reference outputs", "time budget exhausted", NEED_REFERENCE_S)
         return
     progress.tick(f"baseline outputs on {len(state.quality_inputs)} held-out inputs")
-    state.reference = run_outputs(state.baseline, state.quality_inputs, batch_size=16,
-                                  source=state.options.data.source)
+    # in two parts, timed apart: the first CALIBRATION inputs (the shortest, as the list is
+    # sorted) are what INT8 passes score on, the whole list what every quality run costs
+    ms: list[float] = []
+    parts: list[np.ndarray] = []
+    for chunk in (state.quality_inputs[:CALIBRATION], state.quality_inputs[CALIBRATION:]):
+        if chunk:
+            started = time.perf_counter()
+            parts.append(run_outputs(state.baseline, chunk, batch_size=16,
+                                     source=state.options.data.source))
+            ms.append((time.perf_counter() - started) * 1000.0)
+    state.reference = np.concatenate(parts)
+    n_cal = min(len(state.quality_inputs), CALIBRATION)
+    item_ms = sum(ms) / max(len(state.quality_inputs), 1)
+    cal_item_ms = ms[0] / max(n_cal, 1)
     # The baseline's batch-1 screening samples, timed now, before any variant loads: an
     # onnxruntime session in this process keeps spinning threads that slow an eager torch
     # baseline timed after it far more than the variant (issue 14: 2.3x vs 5.3x on one pair).
     progress.tick("timing the baseline alone for screening")
     state.base_samples = time_alone(state.baseline.predict, state.requests,
                                     budget_s=_quick_s(budget), min_n=20)
+    # the measured times every later step's cost is scaled from (costs.py)
+    state.cost_facts = CostFacts(call_ms=float(np.median(state.base_samples)), item_ms=item_ms,
+                                 cal_item_ms=cal_item_ms, params_m=params_m(state),
+                                 n_quality=len(state.quality_inputs))
 
 
 def _quick_s(budget: Budget) -> float:
@@ -166,6 +191,10 @@ def build(state: RunState, budget: Budget, progress: Progress,
         return
     make = builder or default_builder
     state.built = make(state, max(budget.until(MARK_BUILD), NEED_BUILD_S / 2), progress)
+    if state.options.budget_auto and state.cost_facts is not None \
+            and state.cost_facts.export_s is not None:
+        # now from the export's measured time
+        resize(state, budget, state.cost_facts, later_share=1 - MARK_BUILD)
     for b in state.built:
         if b.skipped:
             state.skip(f"variant {b.variant_id}", b.skipped)
@@ -200,8 +229,13 @@ def candidate_from(variant_id: str, title: str, result: QualityResult | None) ->
 
 
 def screen(state: RunState, budget: Budget, progress: Progress) -> None:
-    """Quick timing and the quality verdict of every built variant."""
+    """Quick timing and the quality verdict of every built variant, in build order (the order
+    of expected gain per second). Timing comes first and stops early for a clear loser against
+    the fastest passing variant so far (else the baseline), whose quality run is then skipped:
+    it cannot be recommended, so its seconds go to the variants that can (sequential.py)."""
     screened = 0
+    rule = StopRule()
+    best: tuple[str, list[float]] | None = None  # fastest passing variant so far, its samples
     for b in state.built:
         if b.skipped or b.is_baseline or b.path is None:
             continue
@@ -209,20 +243,33 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
         # the first two always get screened when any budget is left; later ones only before
         # the screening mark
         if not budget.allows(need) or (screened >= 2 and budget.until(MARK_SCREEN) < need):
+            est = (screen_s(b.variant_id, state.cost_facts) if state.cost_facts is not None
+                   else need)
             state.skip(f"screening {b.variant_id}", "its share of the time budget was spent "
-                       "on the variants built before it", need)
+                       "on the variants built before it", round(est, 1))
             continue
         screened += 1
         progress.tick(f"screening {b.variant_id}")
         adapter = load(b.path)
         state.adapters[b.variant_id] = adapter
-        result = judge(state, adapter, b.variant_id, b.path) if state.reference is not None \
-            else None
+        ref_name, ref_ms = (best[0], best[1]) if best is not None else (
+            "the baseline", _base_samples(state, len(state.base_samples)))
+        var_ms, stopped = time_sequential(adapter.predict, state.requests,
+                                          reference_ms=ref_ms, budget_s=_quick_s(budget),
+                                          rule=rule, reference=ref_name,
+                                          seed=state.options.seed)
+        result = None
+        if stopped is None and state.reference is not None:
+            result = judge(state, adapter, b.variant_id, b.path)
         cand = candidate_from(b.variant_id, b.title, result)
-        quick_s = _quick_s(budget)
-        var_ms = time_alone(adapter.predict, state.requests, budget_s=quick_s, min_n=20)
         cand.quick = quick_timing(b.variant_id, _base_samples(state, len(var_ms)), var_ms,
                                   seed=state.options.seed)
+        if stopped is not None:
+            cand.dropped = stopped
+            state.skip(f"quality of {b.variant_id}", f"not judged: {stopped}")
+        elif cand.quality_verdict == "pass" and (
+                best is None or np.median(var_ms) < np.median(best[1][:len(var_ms)])):
+            best = (b.variant_id, var_ms)
         write_json(b.path / "latency.json", {"quick": cand.quick.to_dict()})
         state.candidates.append(cand)
 

@@ -74,19 +74,24 @@ def create_pass(name: str, registry: dict[str, PassFactory] | None = None) -> Pa
 def build_variants(baseline: Adapter, ctx: PassContext, names: Sequence[str] | None = None,
                    registry: dict[str, PassFactory] | None = None,
                    on_result: Callable[[VariantResult], None] | None = None,
-                   ) -> list[VariantResult]:
+                   built: dict[str, Variant] | None = None) -> list[VariantResult]:
     """Build the named variants (all registered ones when None) plus the sources they need.
 
     Results come in build order, one per pass; a pass that does not apply or fails is a
-    "skipped" result with its reason, and the passes that depend on it are skipped too."""
+    "skipped" result with its reason, and the passes that depend on it are skipped too.
+    ``built``: variants built by an earlier call (name -> Variant), used as sources and not
+    rebuilt; it is filled in with what this call builds, so a caller can build one pass at a
+    time in an order it decides."""
     registry = REGISTRY if registry is None else registry
     if ctx.baseline is not baseline:
         raise InternalError("build_variants: ctx.baseline must be the baseline passed in")
     passes = {name: create_pass(name, registry) for name in (names or list(registry))}
     order = _with_sources(list(passes), registry)
-    built: dict[str, Variant] = {}
+    built = {} if built is None else built
     results: list[VariantResult] = []
     for name in order:
+        if name in built:
+            continue
         pass_ = passes.get(name) or create_pass(name, registry)
         result = _run_one(pass_, built, ctx)
         results.append(result)

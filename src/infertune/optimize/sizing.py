@@ -1,0 +1,88 @@
+"""Sizing to the model: ``--budget auto`` (a complete search's estimated need, from the
+parameters and the measured call and export times, costs.py) and the baseline profile's
+minimum counts fitted to the measured call time. Stages in steps.py call these."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from infertune.measure.profile import ProfileSettings
+from infertune.optimize.builder import plan_passes
+from infertune.optimize.costs import CostFacts, auto_budget, params_millions
+from infertune.optimize.search import Budget, Progress, time_alone
+from infertune.optimize.state import RunState
+from infertune.quality import run_outputs
+
+
+def params_m(state: RunState) -> float | None:
+    """Million parameters from the model's weight files, else as the scenario states them."""
+    stated = state.options.scenario.model.parameters_millions
+    found = params_millions(Path(state.baseline.info.source))
+    return found if found is not None else stated
+
+
+def size_budget(state: RunState, budget: Budget, progress: Progress) -> None:
+    """--budget auto: time a few baseline calls and one quality batch, count the parameters,
+    and size the budget for a complete search of this model here (costs.py); a no-op
+    otherwise. The build stage sizes it again once the export's own time is measured."""
+    if not state.options.budget_auto:
+        return
+    progress.tick("timing the baseline to size the budget")
+    calls = time_alone(state.baseline.predict, state.requests, budget_s=2.0, min_n=5, max_n=20)
+    batch = state.quality_inputs[:16]
+    started = time.perf_counter()
+    run_outputs(state.baseline, batch, batch_size=16, source=state.options.data.source)
+    item_ms = (time.perf_counter() - started) * 1000.0 / max(len(batch), 1)
+    facts = CostFacts(call_ms=float(np.median(calls)), item_ms=item_ms,
+                      params_m=params_m(state), n_quality=len(state.quality_inputs))
+    resize(state, budget, facts)
+
+
+def resize(state: RunState, budget: Budget, facts: CostFacts, *,
+           later_share: float | None = None) -> None:
+    """Set an auto budget to what a complete search needs from ``facts``. Once the variants
+    are built, ``later_share`` (the share of any budget the stages after building get) keeps
+    it from leaving them less, whatever the build took."""
+    tensor = state.baseline.info.kind == "tensor"
+    passes, _ = plan_passes(state.options.quick, budget.total_s, tensor)
+    choice = auto_budget(passes, facts)
+    floor = budget.spent() + later_share * choice.seconds if later_share else 0.0
+    if choice.seconds < floor:
+        choice = dataclasses.replace(
+            choice, seconds=round(floor, 1), reason=choice.reason + f"; raised to {floor:.0f} s "
+            f"because building took {budget.spent():.0f} s of it already")
+    budget.total_s = choice.seconds
+    state.budget_choice = choice
+    state.notes.append(choice.reason)
+
+
+def fit_profile(state: RunState, settings: ProfileSettings,
+                share_s: float) -> ProfileSettings:
+    """The profile's minimum counts, scaled to the model's call time so the profile stays near
+    ``share_s``: its time caps hold only once each round has its minimum of requests, and on
+    a BERT-base-sized encoder on this shared 2-core machine (load average near 10) the timed
+    rounds' 3 x 25 minimum alone kept the profile running for over 4 minutes of 5.5."""
+    probe = [[x] for x in state.options.data.inputs[:4]]
+    call_s = float(np.median(time_alone(state.baseline.predict, probe, budget_s=0.0, min_n=3,
+                                        max_n=3, warmup=1))) / 1000.0
+    rounds_s = 0.4 * share_s  # the timed rounds' part of the share; the curve gets 0.3
+    per_round = int(rounds_s / max(settings.rounds * call_s, 1e-6))
+    fitted = dataclasses.replace(
+        settings, min_round_requests=max(5, min(settings.min_round_requests, per_round)),
+        warmup=max(1, min(settings.warmup, int(0.1 * share_s / max(call_s, 1e-6)))),
+        batch_sizes=tuple(b for b in settings.batch_sizes
+                          if b == 1 or b * call_s * settings.curve_repeats <= 0.3 * share_s),
+        cold_start=settings.cold_start
+        and settings.cold_start_requests * call_s <= 0.2 * share_s)
+    if fitted != settings:
+        state.notes.append(
+            f"profile fitted to a batch-1 call of {call_s * 1000:.0f} ms (measured on 3 "
+            f"inputs): {fitted.min_round_requests} requests per round at least, batch sizes "
+            f"{', '.join(map(str, fitted.batch_sizes))}"
+            + ("" if fitted.cold_start or not settings.cold_start else ", no cold start")
+            + f", to stay near {share_s:.0f} s of the budget")
+    return fitted
