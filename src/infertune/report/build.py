@@ -30,6 +30,7 @@ from infertune.report.problem import problem
 from infertune.report.runtimes import AlreadyDone, RuntimeCatalogue
 from infertune.report.schema import (
     Diagnosis,
+    Figure,
     MissingFact,
     Option,
     PlotData,
@@ -77,6 +78,7 @@ class Findings:
     inside_slo: bool | None
     inside_measured: bool  # the verdict comes from a measurement of the baseline here
     diagnosis: Diagnosis
+    baseline: Mapping[str, Figure] = field(default_factory=dict)  # "p50" -> measured latency
     options: list[Option] = field(default_factory=list)  # measured options, unranked
     covers: frozenset[str] = frozenset()  # knowledge entries those options replace
     impacts: Mapping[str, float] = field(default_factory=dict)  # option id -> measured impact
@@ -136,7 +138,7 @@ def build_report(kind: Literal["advice", "run"], title: str, subject: Subject,
     return Report(
         kind=kind, title=title, hardware=hw.description,
         problem=problem(sc, hw, inside, hardware_known=subject.hardware_known,
-                        measured_inside=findings.inside_measured),
+                        measured_inside=findings.inside_measured, baseline=findings.baseline),
         missing_facts=[MissingFact(fact=m, would_change=FACTS[m], assumption=text)
                        for m, text in assumed.items()] + [g.missing() for g in gaps],
         assumptions=assumptions, diagnosis=findings.diagnosis, options=options,

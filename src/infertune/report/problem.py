@@ -4,17 +4,22 @@ report/build.py); a run adds what it measured about the baseline."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from infertune.config import Scenario
 from infertune.report.knowledge import HardwareProfile
-from infertune.report.schema import Problem
+from infertune.report.schema import Figure, Problem
 
 
 def problem(sc: Scenario, hw: HardwareProfile, inside: bool | None, *, hardware_known: bool,
-            measured_inside: bool = False) -> Problem:
+            measured_inside: bool = False, baseline: Mapping[str, Figure] | None = None,
+            ) -> Problem:
     """``inside``: whether the current system meets the SLO (None: unknown). With
     ``measured_inside`` the verdict comes from a measurement on ``hw`` (the baseline, unloaded),
     and the statement says so instead of restating the scenario's own figures.
-    ``hardware_known``: the machine was stated or detected, so the statement names it."""
+    ``hardware_known``: the machine was stated or detected, so the statement names it.
+    ``baseline``: percentile -> the baseline's latency measured on ``hw``, stated (as measured)
+    when the scenario gives no current latency, so the gap to the target has a size."""
     m, cur, tr = sc.model, sc.current, sc.traffic
     what = m.name or " ".join(x for x in (m.family, m.task) if x) or "a model"
     framework = f" in {m.runtime or m.framework}" if (m.runtime or m.framework) else ""
@@ -22,7 +27,13 @@ def problem(sc: Scenario, hw: HardwareProfile, inside: bool | None, *, hardware_
     now = ", ".join(p for p in (_percentiles_text(cur.p50_ms, cur.p95_ms, cur.p99_ms),
                                 _token_text(cur.ttft_p95_ms, cur.ttft_p99_ms, cur.itl_p95_ms,
                                             cur.itl_p99_ms)) if p)
-    state = f" runs at {now}" if now else " has no stated current latency"
+    measured_now = _percentiles_text(*(_value(baseline, k) for k in ("p50", "p95", "p99")))
+    if now:
+        state = f" runs at {now}"
+    elif measured_now:
+        state = f" runs at {measured_now} measured here (batch 1, unloaded)"
+    else:
+        state = " has no stated current latency"
     if cur.rps:
         state += f" at {_n(cur.rps)} requests/s"
     targets = sc.slo.targets()
@@ -35,8 +46,9 @@ def problem(sc: Scenario, hw: HardwareProfile, inside: bool | None, *, hardware_
         traffic = f", under {tr.pattern} traffic{f' ({rates})' if rates else ''}"
     verdict = ""
     if inside is True and measured_inside:
-        verdict = ("; measured here, the baseline already meets the SLO unloaded, so this "
-                   "report turns to cost")
+        said = not now and measured_now  # "measured here" is already in the sentence
+        verdict = (f"; {'' if said else 'measured here, '}the baseline already meets the SLO "
+                   "unloaded, so this report turns to cost")
     elif inside is True:
         verdict = "; it is already inside its SLO, so the question is cost"
     elif inside is False:
@@ -77,6 +89,11 @@ def _cost_goal(sc: Scenario) -> str:
 def _percentiles_text(p50: float | None, p95: float | None, p99: float | None) -> str:
     parts = [f"{k} {_n(v)} ms" for k, v in (("p50", p50), ("p95", p95), ("p99", p99)) if v]
     return ", ".join(parts)
+
+
+def _value(figures: Mapping[str, Figure] | None, key: str) -> float | None:
+    fig = (figures or {}).get(key)
+    return fig.value if fig is not None and fig.source == "measured" else None
 
 
 def _token_text(ttft95: float | None, ttft99: float | None, itl95: float | None,

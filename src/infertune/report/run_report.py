@@ -99,14 +99,11 @@ def load_series(run: RunRecord) -> list[Series]:
 
 
 def _complete_search(run: RunRecord) -> list[str]:
-    """What a complete search of this model would take here: the seconds the stages took
-    (measured) plus each left-out step's need, estimated by optimize/costs.py from the export
-    and call times the run measured (older runs: the steps' stated minimums)."""
+    """What a complete search of this model would take here: the seconds the stages took plus
+    each skipped step's stated need (an estimate: the needs are per-step minimums)."""
     missing = [s.need_s for s in run.skipped if s.need_s]
     if not missing:
         return []
-    if run.budget_estimate is not None:
-        return [run.budget_estimate.sentence()]
     spent = sum(run.stage_seconds.values())
     return [f"a complete search of this model on this machine would need a budget of about "
             f"{spent + sum(missing):.0f} s (estimate: the {spent:.0f} s the stages took here "
@@ -171,6 +168,7 @@ def build_run_report(run: RunRecord) -> Report:
                            f"{floor_for(sc, run.task).text()} and no cost ceiling"})
     findings = Findings(
         inside_slo=inside, inside_measured=_inside_measured(run), diagnosis=diagnosis(run),
+        baseline=_baseline(run),
         options=measured, covers=covers, impacts=measured_impacts(run, inside),
         assumptions=_assumptions(run), recommendation=rec, notes=notes(run))
     library = Library(knowledge=load_knowledge([default_dir(), KNOWLEDGE_DIR]),
@@ -187,6 +185,17 @@ def _measured_facts(run: RunRecord) -> list[str]:
     machine (detected), the inputs (the held-out data) and, once profiled, the current
     latency (the baseline's)."""
     return ["hardware", "inputs"] + (["current"] if run.profile is not None else [])
+
+
+def _baseline(run: RunRecord) -> dict[str, Figure]:
+    """The baseline's end-to-end percentiles as profiled here (batch 1, unloaded)."""
+    if run.profile is None:
+        return {}
+    e2e = run.profile.stages.summaries["e2e"]
+    hw = run.hardware_label or "this machine"
+    return {k: Figure.measured(float(f"{e2e.p(float(k[1:])):.3g}"), "ms", hw, e2e.count,
+                               what="baseline end to end at batch 1, unloaded")
+            for k in ("p50", "p95", "p99")}
 
 
 def _inside_measured(run: RunRecord) -> bool:

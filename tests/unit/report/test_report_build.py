@@ -4,7 +4,12 @@ is measured or an estimate is decided by the figures, not by which command built
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import cast
+
 from infertune.config import Scenario
+from infertune.measure.profile import Profile
+from infertune.measure.stages import StageReport, StageSamples
 from infertune.optimize.record import RunRecord
 from infertune.report.advisor import GENERIC_CPU, advise
 from infertune.report.build import Findings, Library, Subject, build_report
@@ -45,7 +50,8 @@ def test_advise_and_optimize_state_the_goals_plans_and_assumptions_alike() -> No
     assert "test cpu" not in advice.problem.statement
     # the run's own assumption where it differs from advise's (it always judges on a floor)
     floor = next(m for m in run.missing_facts if m.fact == "constraints")
-    assert floor.assumption == "the task's default quality floor mean_cosine>=0.99 and no cost ceiling"
+    assert floor.assumption == ("the task's default quality floor mean_cosine>=0.99 and no "
+                                "cost ceiling")
     for report in (advice, run):
         assert_all_figures_have_provenance(report.to_dict())
         assert Report.from_dict(report.to_dict()) == report
@@ -83,6 +89,35 @@ def test_a_run_leaves_out_what_its_baselines_runtime_already_does() -> None:
                for n in ort.notes)
     assert any(a.startswith("runtime: ONNX Runtime (from the baseline as loaded here)")
                for a in ort.assumptions)
+
+
+def profiled(run: RunRecord, slow_ms: float) -> RunRecord:
+    """``run`` with a baseline profile of 200 requests whose forward pass takes 10-19 ms and,
+    for the slowest 5, ``slow_ms`` (only the stage report and diagnosis lines are read)."""
+    forward = [10.0 + i % 10 for i in range(195)] + [slow_ms] * 5
+    samples = StageSamples(preprocess=[1.0] * 200, forward=forward, postprocess=[0.5] * 200,
+                           e2e=[f + 1.6 for f in forward])
+    run.profile = cast(Profile, SimpleNamespace(stages=StageReport.from_samples(samples),
+                                                diagnosis=[], cold_start=None))
+    return run
+
+
+def test_a_profiled_baseline_sizes_the_gap_when_the_scenario_states_no_latency() -> None:
+    sc = Scenario.model_validate(SCENARIO)  # no current latency stated
+    fast = build_run_report(profiled(run_record(sc), slow_ms=30.0))
+    statement = fast.problem.statement
+    assert "has no stated current latency" not in statement
+    assert " measured here (batch 1, unloaded) against a target of p95 50 ms, p99 80 ms" in (
+        statement)
+    p50 = fast.diagnosis.figures["baseline_p50"].value
+    assert p50 is not None and f"runs at p50 {p50:.3g} ms, " in statement
+    assert statement.endswith("(mean 10 and peak 30 requests/s); the baseline already meets "
+                              "the SLO unloaded, so this report turns to cost.")
+    assert "current" not in [m.fact for m in fast.missing_facts]  # the profile supplied it
+    assert fast.first_week[0].title == "Days 1-2: re-measure on the production hardware"
+    slow = build_run_report(profiled(run_record(sc), slow_ms=400.0))  # p99 over its 80 ms
+    assert slow.problem.inside_slo is False
+    assert slow.problem.statement.endswith("; it misses its SLO.")
 
 
 def test_an_slo_verdict_from_stated_figures_is_not_called_measured() -> None:
