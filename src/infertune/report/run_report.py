@@ -99,11 +99,14 @@ def load_series(run: RunRecord) -> list[Series]:
 
 
 def _complete_search(run: RunRecord) -> list[str]:
-    """What a complete search of this model would take here: the seconds the stages took plus
-    each skipped step's stated need (an estimate: the needs are per-step minimums)."""
+    """What a complete search of this model would take here: the seconds the stages took
+    (measured) plus each left-out step's need, estimated by optimize/costs.py from the export
+    and call times the run measured (older runs: the steps' stated minimums)."""
     missing = [s.need_s for s in run.skipped if s.need_s]
     if not missing:
         return []
+    if run.budget_estimate is not None:
+        return [run.budget_estimate.sentence()]
     spent = sum(run.stage_seconds.values())
     return [f"a complete search of this model on this machine would need a budget of about "
             f"{spent + sum(missing):.0f} s (estimate: the {spent:.0f} s the stages took here "
