@@ -8,10 +8,12 @@ The per-instance goodput is the highest goodput the SLO check measured (a rate a
 SLO percentile held; a lower bound on what one instance sustains, so the instance count is at
 most what the peak needs). The autoscaling numbers come from serve/engines/autoscale.py's
 derive_plan, fed with the run's measured service curve and cold start, the served policy and
-that goodput; each is shown with its reasoning. When nothing tested met the SLO there is no
-measured goodput: the section says so, shows the percentiles reached, and sizes from the
-simulator's goodput or the service curve, labelled estimates. Nothing here is invented: a fact
-the run did not measure (a --quick run has no cold start) leaves its numbers out, saying why.
+that goodput; each is shown with its reasoning. When the load tests ran and nothing met the
+SLO there is no measured goodput: the section says so and shows the percentiles reached, but
+no instance count (the measurements contradict any count sized from the simulator, and
+instances do not fix a miss at the lowest rate). When they did not run, it sizes from the
+simulator's goodput, labelled an estimate. Nothing here is invented: a fact the run did not
+measure (a --quick run has no cold start) leaves its numbers out, saying why.
 """
 
 from __future__ import annotations
@@ -52,8 +54,18 @@ def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
         out.statement = (f"One instance of {run.hardware_label or 'this machine'} measurably "
                          f"keeps the SLO at {fig.value:g} requests/s, so the peak of "
                          f"{sw.peak_rps:g} requests/s needs at most {n} instance(s).")
+    elif _tested(check):
+        # measured misses outrank the simulator: a count sized from its goodput would claim
+        # what the load tests contradict, and instances do not fix a miss at the lowest rate
+        out.statement = _missed_statement(check)
+        out.warnings.append(
+            "no instance count and no Ray Serve settings: one instance missed the SLO at every "
+            "tested rate, so no number of instances is known to meet it; first make one "
+            "instance meet it (see what would meet the SLO), then size from its goodput")
+        return out
     else:
-        out.statement = _no_goodput_statement(check)
+        out.statement = ("No per-instance goodput was measured: the load tests of the chosen "
+                         "policy did not run, so the sizing below is an estimate.")
         if best.goodput_rps:
             goodput = Sourced(best.goodput_rps, "estimate: the queueing simulator's goodput of "
                               f"policy {best.policy_id}, fed with service times measured on "
@@ -94,10 +106,12 @@ def best_measured(check: SloCheck | None) -> SloPoint | None:
                default=None)
 
 
-def _no_goodput_statement(check: SloCheck | None) -> str:
-    if check is None or not any(p.meets_slo is not None for p in check.points):
-        return ("No per-instance goodput was measured: the load tests of the chosen policy did "
-                "not run, so the sizing below is an estimate.")
+def _tested(check: SloCheck | None) -> bool:
+    return check is not None and any(p.meets_slo is not None for p in check.points)
+
+
+def _missed_statement(check: SloCheck | None) -> str:
+    assert check is not None
     reached = []
     for p in check.points:
         for key, target in check.targets.items():
@@ -106,9 +120,7 @@ def _no_goodput_statement(check: SloCheck | None) -> str:
                 reached.append(f"{key} {fig.value:.1f} ms against {target:g} ms at the "
                                f"{p.label} rate")
     shown = f" (measured: {'; '.join(reached)})" if reached else ""
-    return ("No per-instance goodput was measured: no tested rate met the SLO"
-            f"{shown}, so more instances of this configuration would not be known to meet it; "
-            "the sizing below is an estimate.")
+    return f"No per-instance goodput was measured: no tested rate met the SLO{shown}."
 
 
 def _plan(run: RunRecord, goodput: Sourced | None) -> tuple[AutoscalePlan | None, str]:

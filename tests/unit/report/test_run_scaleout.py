@@ -127,23 +127,35 @@ def test_the_peak_itself_kept_the_slo_so_one_instance_is_enough() -> None:
     assert s.instances_at_peak is not None and s.instances_at_peak.value == 1
 
 
-def test_without_a_measured_goodput_it_says_so_and_shows_the_percentile_reached() -> None:
+def test_missed_everywhere_it_shows_the_percentile_reached_and_no_count() -> None:
     run = record(mean=SimStats(10, 60.0, 90.0, 150.0, shed=0.0, requests=60), peak=MISSES)
+    assert run.sweep is not None and run.sweep.best.goodput_rps  # the simulator says it fits
     s = section(run)
     assert s is not None and s.per_instance_goodput is None
     assert s.statement.startswith("No per-instance goodput was measured: no tested rate met")
     assert "p99 150.0 ms against 80 ms at the mean rate" in s.statement
     assert "p99 200.0 ms against 80 ms at the peak rate" in s.statement
+    # the measurements contradict the simulator: no count, no settings, and why
+    assert s.instances_at_peak is None and s.settings == {} and s.derivations == {}
+    assert s.warnings and s.warnings[0].startswith("no instance count and no Ray Serve")
+    run.profile = None
+    assert_all_figures_have_provenance(build_run_report(run).to_dict())
+
+
+def test_without_load_tests_it_sizes_from_the_simulator_labelled_an_estimate() -> None:
+    run = record(mean=None, peak=None)
+    s = section(run)
+    assert s is not None and s.per_instance_goodput is None
+    assert "load tests of the chosen policy did not run" in s.statement
     assert run.sweep is not None
     sim = run.sweep.best.goodput_rps
-    assert sim is not None  # the fake simulator keeps the SLO at any rate
+    assert sim is not None
     inst = s.instances_at_peak
     assert inst is not None and inst.source == "estimate" and "simulator" in inst.basis
     assert inst.value == math.ceil(30 / sim)
     capacity = s.derivations["replica_capacity_rps"]
     assert capacity.source == "estimate" and capacity.value == pytest.approx(sim, rel=1e-3)
-    run.profile = None
-    assert_all_figures_have_provenance(build_run_report(run).to_dict())
+    assert s.settings["max_replicas"] == inst.value
 
 
 def test_a_run_without_a_cold_start_gets_no_ray_settings_and_says_why() -> None:
