@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import selectors
 import socket
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -19,7 +21,13 @@ import pytest
 from infertune.errors import ConfigError
 from infertune.loadgen.fake_llmserver import FakeConfig, FakeProtocol
 from infertune.loadgen.http_stream import RawResponse, StreamClient, _Connection
-from infertune.loadgen.precise_loop import is_precise, new_precise_loop, precise_runner
+from infertune.loadgen.precise_loop import (
+    MAX_EVENTS,
+    PreciseEpollSelector,
+    is_precise,
+    new_precise_loop,
+    precise_runner,
+)
 from infertune.loadgen.runner import SPIN_FLOOR_S, RunOptions, _Waker
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nServer-Timing: q;dur=2\r\n\r\n"
@@ -206,6 +214,31 @@ def test_precise_loop_and_the_learned_spin_margin() -> None:
     new_precise_loop().close()
     with pytest.raises(ConfigError, match="spin_s must be >= 0"):
         RunOptions(spin_s=-0.001)
+
+
+def test_precise_selector_waits_to_the_microsecond_and_caps_events_per_wait() -> None:
+    pairs = [socket.socketpair() for _ in range(2 * MAX_EVENTS + 5)]
+    selector = PreciseEpollSelector()
+    try:
+        for i, (a, _) in enumerate(pairs):
+            selector.register(a, selectors.EVENT_READ, data=i)
+        started = time.perf_counter()
+        assert selector.select(0.002) == []  # nothing ready: waits, returns nothing
+        assert time.perf_counter() - started >= 0.002
+        for _, b in pairs:
+            b.send(b"x")
+        seen: set[int] = set()
+        for _ in range(3):  # level-triggered: what one wait leaves out, the next reports
+            events = selector.select(0.5)
+            assert len(events) <= MAX_EVENTS
+            assert all(mask == selectors.EVENT_READ for _, mask in events)
+            seen |= {key.data for key, _ in events}
+        assert seen == set(range(len(pairs)))
+    finally:
+        selector.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
 
 
 def _fake_exchange(requests: list[bytes]) -> list[RawResponse]:
