@@ -5,11 +5,17 @@
 1. starts `infertune serve RUN` (the recommended variant and policy, exactly as report.json
    names them) in its own process on a free loopback port;
 2. drives it over HTTP, open-loop, with the scenario's traffic shape at its mean and peak
-   rates (latency from the intended send time; every request a new text, so the response
-   cache answers nothing that optimize's load tests, run with the cache off, did not see);
-3. prints, side by side, the goodput it measures at each rate (requests/s answered while every
-   SLO percentile held and at most 1% were shed: the definition of report/run_slo.py) and the
-   goodput in report.json's "At the SLO" section, with their ratio (the issue asks for +-20%);
+   rates (latency from the intended send time), sending the run's held-out inputs the way
+   optimize's confirmation as served did (a text seen again gets a round marker, so the
+   response cache, on as served, never answers the replay);
+3. prints, side by side, the goodput it measures at each rate and the goodput in
+   report.json's "At the SLO" section, with their ratio and a verdict (the issue asks for
+   +-20%). Both sides use one definition (optimize/confirm_served.py: pooled, goodput_at):
+   the achieved rate times the share answered 2xx when every SLO percentile held and at most
+   1% were not answered 2xx, else 0; the same SLO percentiles and the same rates. When the
+   SLO is missed on both sides there is no goodput to compare: the verdict says "not
+   checkable" and the ratio of the SLO's tail percentile is printed instead. Exit code 0:
+   met, 1: not met, 2: not checkable;
 4. with --litserve: climbs a ladder of Poisson rates, one server at a time and in two passes of
    opposite order, for `infertune serve RUN` and for the eager fp32 model served by LitServe
    with batching (max batch 16, 5 ms), and prints each one's goodput at p99 <= --slo-ms and
@@ -21,7 +27,6 @@ Figures are measured on this machine in this run; a busy machine shows as client
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -37,11 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import serve_goodput as sg  # noqa: E402  (a sibling script, not a package)
 
 from infertune.config import Scenario  # noqa: E402
-from infertune.loadgen import HttpTarget, run_schedule  # noqa: E402
-from infertune.loadgen.result import is_ok  # noqa: E402
-from infertune.optimize.serving import schedule_for  # noqa: E402
+from infertune.data import default_heldout, read_heldout  # noqa: E402
+from infertune.optimize.confirm_served import (  # noqa: E402
+    drive_http,
+    goodput_at,
+    pooled,
+    request_bodies,
+)
+from infertune.optimize.serving import Validation, schedule_for  # noqa: E402
 
-SHED_LIMIT = 0.01
+TOLERANCE = 0.20  # the issue's +-20% between served goodput and report.json's
 
 
 def start_run_server(run: Path, port: int) -> subprocess.Popen[bytes]:
@@ -66,41 +76,52 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 300) -
     raise RuntimeError(f"infertune serve not ready in {timeout} s")
 
 
-def bodies(count: int, seed: int) -> list[dict[str, Any]]:
-    return [{"inputs": [f"{sg.SENTENCES[i % len(sg.SENTENCES)]} (request {seed}-{i})"]}
-            for i in range(count)]
+def heldout_inputs(record: dict[str, Any]) -> tuple[list[Any], str]:
+    """The run's held-out inputs (what optimize's confirmation sent), and where they came from."""
+    source = str(record.get("data_source") or "")
+    if source and Path(source).is_file():
+        return read_heldout(source).inputs, source
+    if record.get("model") == "minilm":
+        held = default_heldout()
+        return held.inputs, held.source
+    return list(sg.SENTENCES), "serve_goodput.py's sentences (the run's data was not found)"
 
 
-def drive(port: int, scenario: Scenario, rate: float, seconds: float,
-          seed: int) -> dict[str, Any]:
-    """One open-loop run at ``rate`` with the scenario's traffic shape; its summary."""
+def drive(port: int, scenario: Scenario, rate: float, seconds: float, inputs: list[Any],
+          seed: int) -> tuple[Validation, float]:
+    """One open-loop run at ``rate`` with the scenario's traffic shape; its figures and its
+    goodput, by the rule the report's figures use (confirm_served.pooled / goodput_at)."""
     schedule = schedule_for(scenario.traffic, rate, seed=seed, duration_s=seconds)
-    target = HttpTarget(f"http://127.0.0.1:{port}/v1/predict",
-                        bodies=bodies(len(schedule) + 16, seed), timeout_s=30)
-    records = asyncio.run(run_schedule(schedule, target))
-    ok = np.array([r.latency_ms for r in records if is_ok(r.status)], dtype=np.float64)
-    sent = len(records)
-    shed = (sent - ok.size) / max(1, sent)
-    pcts = {k: float(np.percentile(ok, int(k[1:]))) if ok.size else float("inf")
-            for k in ("p50", "p95", "p99")}
-    slo = scenario.slo.targets()
-    meets = shed <= SHED_LIMIT and all(pcts[k] <= v for k, v in slo.items())
-    achieved = sent / seconds
-    lags = [r.lag_ms for r in records]
-    return {"rate": rate, "sent": sent, "shed": shed, **pcts, "meets": meets,
-            "goodput": achieved * (1 - shed) if meets else None,
-            "lag_p99_ms": float(np.percentile(lags, 99)) if lags else 0.0}
+    bodies = request_bodies(inputs, len(schedule), seed=seed)
+    segment = drive_http(f"http://127.0.0.1:{port}", schedule, bodies, timeout_s=30.0)
+    val = pooled([segment], rate)
+    return val, goodput_at(val, scenario.slo.targets())
 
 
-def report_goodput(report: dict[str, Any], label: str) -> float | None:
+def report_point(report: dict[str, Any], label: str) -> dict[str, Any]:
     check = report.get("slo_check") or {}
-    for point in check.get("points", []):
-        if point["label"] == label and point.get("goodput"):
-            return float(point["goodput"]["value"])
-    return None
+    return next((p for p in check.get("points", []) if p["label"] == label), {})
 
 
-def closed_loop(run: Path, seconds: float) -> None:
+def _value(point: dict[str, Any], *keys: str) -> float | None:
+    node: Any = point
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return float(node["value"]) if isinstance(node, dict) and node.get("value") is not None \
+        else None
+
+
+def judge(measured: float, claimed: float | None) -> str:
+    """"met" (both meet the SLO, goodput within +-20%), "not met", or "not checkable" (both
+    miss the SLO: no goodput on either side to compare)."""
+    if claimed is None and measured == 0.0:
+        return "not checkable"
+    if claimed is None or measured == 0.0:
+        return "not met"  # one side meets the SLO and the other does not
+    return "met" if abs(measured / claimed - 1.0) <= TOLERANCE else "not met"
+
+
+def closed_loop(run: Path, seconds: float) -> str:
     report = json.loads((run / "report.json").read_text())
     record = json.loads((run / "run.json").read_text())
     scenario = Scenario.from_dict(record["scenario"], source=str(run / "run.json"))
@@ -109,27 +130,52 @@ def closed_loop(run: Path, seconds: float) -> None:
     peak = traffic.peak_rps or mean
     if not mean or not peak:
         raise SystemExit(f"{run}: the scenario states no request rate to drive")
+    slo = scenario.slo.targets()
+    tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
+    inputs, source = heldout_inputs(record)
     port = sg.free_port()
     proc = start_run_server(run, port)
+    verdicts = []
     try:
         wait_ready(port, proc)
         config = httpx.get(f"http://127.0.0.1:{port}/v1/config", timeout=10).json()
         print(f"serving {config['model']['id']} with policy {report['serving']['policy_id']} "
-              f"(timeout_ms {config['policy'].get('timeout_ms')}); SLO "
-              f"{scenario.slo.targets()}; traffic {traffic.pattern or 'steady'}")
+              f"(timeout_ms {config['policy'].get('timeout_ms')}); SLO {slo}; traffic "
+              f"{traffic.pattern or 'steady'}; inputs: {source}; goodput = achieved rate x "
+              "share answered when every SLO percentile held and <= 1% shed, else 0",
+              flush=True)
         for i, (label, rate) in enumerate((("mean", mean), ("peak", peak))):
-            row = drive(port, scenario, rate, seconds, seed=1000 + i)
-            claimed = report_goodput(report, label)
-            got = row["goodput"]
-            ratio = (f"{got / claimed:.2f}" if got is not None and claimed else "n/a")
-            print(f"{label:<5} {rate:6.1f} req/s  n={row['sent']:<5} p50={row['p50']:7.1f} "
-                  f"p95={row['p95']:7.1f} p99={row['p99']:7.1f} ms  shed={100 * row['shed']:.1f}%"
-                  f"  meets SLO: {'yes' if row['meets'] else 'no'}  goodput measured "
-                  f"{'-' if got is None else f'{got:.1f}'} vs report.json "
-                  f"{'-' if claimed is None else f'{claimed:.1f}'} (ratio {ratio})  "
-                  f"client-lag p99 {row['lag_p99_ms']:.1f} ms", flush=True)
+            val, got = drive(port, scenario, rate, seconds, inputs, seed=1000 + i)
+            point = report_point(report, label)
+            claimed = _value(point, "goodput")
+            theirs = _value(point, "measured", tail)
+            ours = val.stats.percentile(tail)
+            tail_ratio = ours / theirs if theirs and np.isfinite(ours) else None
+            verdict = judge(got, claimed)
+            verdicts.append(verdict)
+            ratio = f"{got / claimed:.2f}" if claimed else "n/a"
+            print(f"{label:<5} {rate:6.1f} req/s  n={val.stats.requests:<5} "
+                  f"p50={val.stats.p50_ms:7.1f} p95={val.stats.p95_ms:7.1f} "
+                  f"p99={val.stats.p99_ms:7.1f} ms  shed={100 * val.stats.shed:.1f}%  "
+                  f"goodput measured {got:.1f} vs report.json "
+                  f"{'-' if claimed is None else f'{claimed:.1f}'} req/s (ratio {ratio})  "
+                  f"{tail} measured/report "
+                  f"{'n/a' if tail_ratio is None else f'{tail_ratio:.2f}'}  "
+                  f"client-lag p99 {val.client_lag_p99_ms or 0.0:.1f} ms  -> {verdict}",
+                  flush=True)
+            if val.warnings:
+                print(f"      {'; '.join(val.warnings)}", flush=True)
     finally:
         sg.stop(proc)
+    overall = ("met" if all(v == "met" for v in verdicts) else
+               "not met" if "not met" in verdicts else "not checkable")
+    why = {"met": "goodput within +-20% of report.json at the mean and peak rates",
+           "not met": "goodput outside +-20% of report.json (or the SLO verdicts disagree)",
+           "not checkable": "the SLO is missed here at a rate in both the report and this "
+                            "run, so there is no goodput to compare there; the tail ratio "
+                            "above is the comparison that remains"}[overall]
+    print(f"VERDICT closed loop: target {overall}: {why}", flush=True)
+    return overall
 
 
 def vs_litserve(run: Path, args: argparse.Namespace) -> None:
@@ -185,10 +231,10 @@ def main() -> int:
     if not (args.run / "report.json").is_file() or not (args.run / "run.json").is_file():
         raise SystemExit(f"{args.run}: no report.json and run.json; run infertune optimize "
                          "first (make demo writes runs/demo)")
-    closed_loop(args.run, args.seconds)
+    overall = closed_loop(args.run, args.seconds)
     if args.litserve:
         vs_litserve(args.run, args)
-    return 0
+    return {"met": 0, "not met": 1}.get(overall, 2)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def test_the_recommendation_is_measured_as_served_in_its_own_process(tmp_path: P
     model = _tiny_bert(tmp_path / "model")
     out = tmp_path / "run"
     assert main(["optimize", str(model), "--scenario", str(_scenario(tmp_path, "plain")),
-                 "--data", str(_data(tmp_path)), "--quick", "--budget", "120s",
+                 "--data", str(_data(tmp_path)), "--quick", "--budget", "180s",
                  "--out", str(out)]) == 0
     record = json.loads((out / "run.json").read_text())
     conf = record["confirmation"]

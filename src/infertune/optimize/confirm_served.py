@@ -15,9 +15,14 @@ request not answered 2xx (429/503/504 and failures alike). Goodput at a rate is 
 rate times the share answered when every SLO percentile held and at most 1% were shed, else 0:
 the definition report/run_slo.py prints and benchmarks/closed_loop.py checks.
 
+All finalists' servers start at once (start-up is mostly imports, each in its own process) and
+stay up; one is driven at a time while the other idles. Written under <run>/confirm/: each
+finalist's policy file (``--config``) and serve log; policy.py adds confirmation.json.
+
     abba_order(2) -> [0, 1, 1, 0]           run_abba(...) drives the segments in that order
     pooled(segments, rate) -> Validation    goodput_at(validation, slo) -> req/s within the SLO
     ServedProcess                           start, wait for /readyz, read /v1/config, stop
+    confirm(...) -> Confirmation            all of it; choose_winner(...) picks the winner
 """
 
 from __future__ import annotations
@@ -325,10 +330,8 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             launch: Callable[[Finalist, Path], ServedProcess] = ServedProcess,
             drive_segment: Callable[[str, Schedule, list[dict[str, Any]]], Segment] = drive_http,
             on_segment: Callable[[str, str], None] | None = None) -> Confirmation:
-    """Start every finalist's server (at once: start-up is mostly imports, and each waits in
-    its own process), drive the ready ones one at a time in ABBA order, stop them all. A
-    finalist whose server does not come up is recorded with the reason and left out; the run
-    goes on without it."""
+    """Start every finalist's server, drive the ready ones one at a time in ABBA order, stop
+    them all. A server that does not come up is recorded with the reason and left out."""
     procs = [launch(f, workdir) for f in finalists]
     arms = [ServedArm(f.variant_id, f.policy_id, None, None) for f in finalists]
     conf = Confirmation([], [], rates[0][2].duration_s if rates else 0.0, os.getpid())

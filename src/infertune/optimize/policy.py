@@ -24,7 +24,14 @@ from infertune.optimize.choice import (
     ranked_variants,
     variant_risk,
 )
-from infertune.optimize.confirm_served import Finalist, abba_order, confirm, request_bodies
+from infertune.optimize.confirm_served import (
+    Confirmation,
+    Finalist,
+    abba_order,
+    confirm,
+    request_bodies,
+    served_goodput,
+)
 from infertune.optimize.ranking import LEVELS
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import NEED_QUICK_S, Budget, Progress, measure_against_baseline
@@ -111,8 +118,7 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
         return
     swept: list[tuple[Sweep, Adapter]] = []
     for i, (variant_id, adapter) in enumerate(finalists(state)):
-        reserve = confirm_need_s(state.options.quick) + NEED_AFTER_CONFIRM_S
-        if i > 0 and not budget.allows(NEED_FINALIST_S + reserve):
+        if i > 0 and not budget.allows(NEED_FINALIST_S + _confirm_reserve(state, budget)):
             state.skip(f"joint search over {variant_id}", "time budget exhausted; the search "
                        "compared policies for the first variant only", NEED_FINALIST_S)
             continue
@@ -230,11 +236,12 @@ def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Adap
     """Real open-loop in-process load tests of the leading policies at mean and peak."""
     quick = state.options.quick
     seconds = VALIDATE_QUICK_S if quick else VALIDATE_S
+    reserve = _confirm_reserve(state, budget)
     for policy in result.ranked[: 1 if quick else 2]:
         for label, rate in (("mean", mean), ("peak", peak)):
             need = seconds + 2.0
             # the confirmation as served decides; the pre-screen leaves it its time
-            if not budget.allows(need + 10.0 + confirm_need_s(quick)):
+            if not budget.allows(need + 10.0 + reserve):
                 state.skip(f"load test of {result.variant_id} {policy.policy_id} at {label}",
                            "time budget exhausted; the simulated figures stand", need)
                 continue
@@ -289,6 +296,7 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
         state.skip(what, "no finalist's server came up (see the notes); the recommendation's "
                    "figures are the in-process pre-screen's")
         return None
+    state.notes.append(confirmation_note(conf, sc.slo.targets()))
     for sw in sweeps:
         won = [r for r in sw.ranked if f"{sw.variant_id}/{r.policy_id}" == conf.winner]
         if won:
@@ -302,6 +310,24 @@ def confirm_need_s(quick: bool, finalists: int = FINALISTS) -> float:
     rates (plus a second each to drain); the pre-screen leaves this much for it."""
     seconds = CONFIRM_QUICK_S if quick else CONFIRM_S
     return NEED_SERVE_START_S + len(abba_order(finalists)) * 2 * (seconds + 1.0)
+
+
+def confirmation_note(conf: Confirmation, slo: dict[str, float]) -> str:
+    """One line for the report: which configuration won as served, and how it was measured."""
+    arms = [a for a in conf.arms if a.error is None and a.at]
+    parts = [f"{a.key} (pid {a.pid}): goodput {served_goodput(a, slo):.1f} req/s, n="
+             + "/".join(str(v.stats.requests) for v in a.at.values()) for a in arms]
+    return (f"confirmed as served: {conf.winner} recommended; each finalist ran in its own "
+            f"infertune serve process (the optimizer is pid {conf.optimizer_pid}), driven over "
+            f"HTTP in ABBA order ({' -> '.join(conf.order)}), {conf.seconds_per_rate:g} s per "
+            f"rate and segment; " + "; ".join(parts) + " (n at mean/peak)")
+
+
+def _confirm_reserve(state: RunState, budget: Budget) -> float:
+    """What the pre-screen leaves for the confirmation as served: its whole need when the
+    budget holds it now (the confirmation decides), else nothing (it will not run)."""
+    need = confirm_need_s(state.options.quick) + NEED_AFTER_CONFIRM_S
+    return need if budget.allows(need) else 0.0
 
 
 def served_finalists(state: RunState, sweeps: Sequence[SweepResult]) -> list[Finalist]:

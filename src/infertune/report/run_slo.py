@@ -1,9 +1,11 @@
 """The run report's answer to "does the recommended configuration meet the SLO here?", from the
-load tests optimize ran through serve's own runtime at the scenario's mean and peak rates, with
-the queueing simulator's prediction for the same rate beside each measurement. When the SLO is
-not met, it says plainly what would, measured where it can be: the percentile actually
-reached, how many instances the peak needs from the measured per-instance goodput, and which
-input lengths alone take longer than the target.
+load tests at the scenario's mean and peak rates, with the queueing simulator's prediction for
+the same rate beside each measurement. The measured figures are the confirmation as served
+(optimize/confirm_served.py: the configuration in its own `infertune serve` process, over HTTP,
+ABBA against the other finalist) when it ran, else the in-process pre-screen, labelled as such.
+When the SLO is not met, it says plainly what would, measured where it can be: the percentile
+actually reached, how many instances the peak needs from the measured per-instance goodput,
+and which input lengths alone take longer than the target.
 
 Goodput at a tested rate is the rate of requests answered within the SLO while every SLO
 percentile held (and at most 1% were shed); where the SLO did not hold there is no goodput at

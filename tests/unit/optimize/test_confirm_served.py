@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_run_record import record  # the RunRecord the run-record tests build
 
 from infertune.loadgen.result import RequestRecord
 from infertune.loadgen.schedules import Schedule, ScheduleSpec
@@ -29,6 +30,7 @@ from infertune.optimize.confirm_served import (
 )
 from infertune.optimize.serving import Validation
 from infertune.optimize.sweep import SimStats
+from infertune.report.run_report import build_run_report
 
 SLO = {"p95": 50.0, "p99": 80.0}
 
@@ -197,3 +199,26 @@ def test_a_real_serve_on_a_missing_folder_fails_to_start_with_the_reason(tmp_pat
     with pytest.raises(ServeStartError, match="exited with code 1"):
         proc.wait_ready(60.0)
     proc.stop()
+
+
+def test_the_report_takes_the_confirmed_figures_and_labels_the_fallback(tmp_path: Path) -> None:
+    run = record(tmp_path)
+    assert run.sweep is not None
+    pid = run.sweep.best.policy_id
+    # not confirmed: the in-process pre-screen's figure stands, and says so
+    peak = next(p for p in build_run_report(run).slo_check.points if p.label == "peak")
+    assert peak.measured.p99.value == 20.0 and "in-process pre-screen" in peak.measured.p99.basis
+    served = arm("int8", pid, peak_p99=30.0, achieved=29.0, pid=4242)
+    run.confirmation = Confirmation(["int8/" + pid, "fp32/b1", "fp32/b1", "int8/" + pid],
+                                    [served, arm("fp32", "b1", 90.0, 29.0, pid=4343)], 4.0,
+                                    optimizer_pid=99, winner="int8/" + pid)
+    check = build_run_report(run).slo_check
+    peak = next(p for p in check.points if p.label == "peak")
+    assert peak.measured.p99.value == 30.0 and peak.measured.p99.samples == 100
+    basis = peak.measured.p99.basis
+    assert "own process (infertune serve, pid 4242; optimizer pid 99)" in basis
+    assert "ABBA (A,B,B,A)" in basis and "n=100 at peak rate" in basis
+    assert peak.goodput.value == 29.0 and "own process" in peak.goodput.basis
+    # the mean rate was not driven in this record: no figure rather than a borrowed one
+    mean = next(p for p in check.points if p.label == "mean")
+    assert mean.measured is None or mean.measured.p99 is None
