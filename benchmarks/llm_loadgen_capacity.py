@@ -95,7 +95,7 @@ class AiohttpReaderTarget(OpenAITarget):
             pending = b""
             async for chunk in resp.content.iter_any():
                 now = self.clock()
-                response.chunks.append((now, chunk))
+                response.add(now, chunk)
                 *lines, pending = (pending + chunk).split(b"\n")
                 for line in lines:
                     if line.startswith(b"data: {"):

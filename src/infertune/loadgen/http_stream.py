@@ -35,19 +35,31 @@ MAX_HEAD_BYTES = 65536  # a status line and headers longer than this are not a s
 @dataclass
 class RawResponse:
     """One request's answer as it arrived. ``status`` is the HTTP code as text, or what went
-    wrong; ``chunks`` hold the body, transfer framing removed, with the clock reading of the
-    network read that brought each piece."""
+    wrong; ``pieces`` hold the body, transfer framing removed, and ``times`` the clock reading
+    of the network read that brought each piece. Two flat lists rather than one list of
+    (time, bytes) pairs: floats and bytes are not tracked by the garbage collector and a tuple
+    is, so a long run keeps no tracked object per token and its collections stay short."""
 
     started: float
     status: str = "connection_error"
     headers: dict[str, str] = field(default_factory=dict)  # names lower-cased
-    chunks: list[tuple[float, bytes]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    pieces: list[bytes] = field(default_factory=list)
     complete: bool = False  # the body ended as its framing said (not cut, not timed out)
     done: float = 0.0
 
+    def add(self, now: float, piece: bytes) -> None:
+        self.times.append(now)
+        self.pieces.append(piece)
+
+    @property
+    def chunks(self) -> list[tuple[float, bytes]]:
+        """(read time, body bytes) per read, in order."""
+        return list(zip(self.times, self.pieces, strict=True))
+
     @property
     def body(self) -> bytes:
-        return b"".join(piece for _, piece in self.chunks)
+        return b"".join(self.pieces)
 
 
 # Where a connection is in the answer. Plain ints, not an Enum: they are compared on every
@@ -98,11 +110,11 @@ class _Connection(asyncio.Protocol):
         if self._state == LENGTH:
             piece = data[:self._left]
             self._left -= len(piece)
-            response.chunks.append((now, piece))
+            response.add(now, piece)
             if self._left == 0:
                 self._finish(complete=True)
         elif self._state == UNTIL_CLOSE:
-            response.chunks.append((now, data))
+            response.add(now, data)
         else:
             self._chunked(data, now, response)
 
@@ -192,7 +204,7 @@ class _Connection(asyncio.Protocol):
     @staticmethod
     def _keep(response: RawResponse, now: float, body: list[bytes]) -> None:
         if body:
-            response.chunks.append((now, body[0] if len(body) == 1 else b"".join(body)))
+            response.add(now, body[0] if len(body) == 1 else b"".join(body))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -265,7 +277,7 @@ class StreamClient:
             connection = self._idle.pop()
             if not connection.closed:
                 await self._exchange(connection, request, response, deadline)
-                if response.status != "connection_error" or response.chunks:
+                if response.status != "connection_error" or response.pieces:
                     return response
                 response = RawResponse(started=started)  # closed while idle: once more, anew
                 break

@@ -246,12 +246,12 @@ class OpenAITarget:
         key = "delta" if self.api == "openai-chat" else None
         stream = _Stream(started=response.started)
         pending = b""
-        for now, chunk in response.chunks:
+        for now, chunk in zip(response.times, response.pieces, strict=True):
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
                 if self._event(line, now, stream, key):
                     return stream, True
-        last = response.chunks[-1][0] if response.chunks else response.done
+        last = response.times[-1] if response.times else response.done
         return stream, self._event(pending, last, stream, key)
 
     def _stream_record(self, r: RequestRecord, s: _Stream | None) -> StreamRecord:

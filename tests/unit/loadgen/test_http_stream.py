@@ -21,6 +21,7 @@ import pytest
 from infertune.errors import ConfigError
 from infertune.loadgen.fake_llmserver import FakeConfig, FakeProtocol
 from infertune.loadgen.http_stream import RawResponse, StreamClient, _Connection
+from infertune.loadgen.openai import OpenAITarget, Prompt
 from infertune.loadgen.precise_loop import (
     MAX_EVENTS,
     PreciseEpollSelector,
@@ -28,6 +29,7 @@ from infertune.loadgen.precise_loop import (
     new_precise_loop,
     precise_runner,
 )
+from infertune.loadgen.result import RequestRecord
 from infertune.loadgen.runner import SPIN_FLOOR_S, RunOptions, _Waker
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nServer-Timing: q;dur=2\r\n\r\n"
@@ -294,3 +296,30 @@ def test_fake_server_streams_on_its_timer_and_answers_bad_requests_400() -> None
     assert json.loads(replies[6].body)["data"][0]["id"] == "infertune-fake-llm"
     with pytest.raises(ValueError, match="must be >= 0"):
         FakeConfig(itl_ms=-1)
+
+
+def test_events_are_parsed_after_the_run_with_the_time_of_the_read_that_completed_them() -> None:
+    target = OpenAITarget("http://127.0.0.1:9/v1/chat/completions", "openai-chat",
+                          [Prompt((), 4)], model="m")
+
+    def token(text: str) -> bytes:
+        return b"data: " + json.dumps({"choices": [{"delta": {"content": text}}]}).encode()
+
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}'
+    whole = token("a") + b"\n\n" + token("b") + b"\n\n" + usage + b"\n\ndata: [DONE]\n\n"
+    cut = whole.index(b"b") + 3  # the second event's read ends inside its JSON
+    answered = RawResponse(started=10.0, status="200", complete=True)
+    answered.add(10.5, whole[:cut])
+    answered.add(10.75, whole[cut:])
+    unfinished = RawResponse(started=20.0, status="200", complete=True)
+    unfinished.add(20.5, token("a") + b"\n\n")  # ends cleanly, but without [DONE]
+    target._responses = {0: answered, 1: unfinished}
+    records = [RequestRecord(0, 0.0, 0.25, 1.0, "200"), RequestRecord(1, 1.0, 1.0, 2.0, "200")]
+    settled, streams = target.finish(records)
+    # token times move onto the runner's time base: sent 0.25 s <-> started 10.0
+    assert streams[0].token_s == [0.75, 1.0] and streams[0].status == "200"
+    assert (streams[0].output_tokens, streams[0].token_source) == (2, "usage")
+    assert streams[0].prompt_tokens == 3
+    assert [r.status for r in settled] == ["200", "stream_error"]
+    assert streams[1].status == "stream_error" and streams[1].token_s == [1.5]
+    assert target._responses == {}  # the raw bytes are dropped once parsed
