@@ -214,10 +214,19 @@ def _assumptions(run: RunRecord) -> list[str]:
            if "traffic" not in sc.missing_facts() else [])
     out += [f"quality: judged on {run.quality_count} inputs of "
             f"{run.data_source} against the baseline's outputs",
-            "latency: end to end through tokenisation, model and pooling, one request per call"]
+            f"latency: end to end through {_stages_text(run)}, one request per call"]
     if run.quick:
         out.append("--quick: fewer variants and shorter measurements; confirm with a full run")
     return out
+
+
+def _stages_text(run: RunRecord) -> str:
+    """What one timed call covers, by the kind and task of the model the run profiled."""
+    model = run.profile.model if run.profile is not None else {}
+    if model.get("kind") != "text":
+        return "preprocessing, model and postprocessing"
+    return "tokenisation, model and " + ("pooling" if run.task == "embedding"
+                                         else "postprocessing")
 
 
 def write_run_report(root: Path) -> dict[str, Any]:

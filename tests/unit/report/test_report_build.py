@@ -98,7 +98,8 @@ def profiled(run: RunRecord, slow_ms: float) -> RunRecord:
     samples = StageSamples(preprocess=[1.0] * 200, forward=forward, postprocess=[0.5] * 200,
                            e2e=[f + 1.6 for f in forward])
     run.profile = cast(Profile, SimpleNamespace(stages=StageReport.from_samples(samples),
-                                                diagnosis=[], cold_start=None))
+                                                diagnosis=[], cold_start=None,
+                                                model={"kind": "text", "task": "embedding"}))
     return run
 
 
@@ -115,6 +116,11 @@ def test_a_profiled_baseline_sizes_the_gap_when_the_scenario_states_no_latency()
                               "the SLO unloaded, so this report turns to cost.")
     assert "current" not in [m.fact for m in fast.missing_facts]  # the profile supplied it
     assert fast.first_week[0].title == "Days 1-2: re-measure on the production hardware"
+    # what one timed call covers follows the model profiled (unknown without a profile)
+    latency = "latency: end to end through {}, one request per call"
+    assert latency.format("tokenisation, model and pooling") in fast.assumptions
+    assert latency.format("preprocessing, model and postprocessing") in build_run_report(
+        run_record(sc)).assumptions
     slow = build_run_report(profiled(run_record(sc), slow_ms=400.0))  # p99 over its 80 ms
     assert slow.problem.inside_slo is False
     assert slow.problem.statement.endswith("; it misses its SLO.")
