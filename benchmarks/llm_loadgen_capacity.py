@@ -28,7 +28,10 @@ runs interleaved A B B A, no spinning before sends (so the CPU is the reading), 
 run only. CPU time, not wall time, so a busy machine disturbs it less than it disturbs lag.
 
     .venv/bin/python benchmarks/llm_loadgen_capacity.py [--seconds 5] [--rates 50 100 ...]
-        [--itl-ms 10] [--output-tokens 64] [--ab-rate 100] [--ab-seconds 3]
+        [--itl-ms 10] [--output-tokens 64] [--ab-rate 100] [--ab-seconds 3] [--lockstep]
+
+``--lockstep`` makes the server send every stream's token at the same step, as a continuous-
+batching engine does: the client then reads in bursts, its hardest case.
 
 The verdict line names the rate with the most concurrent streams among those sustained. On a
 machine shared with other work the lag tail is the first thing to suffer: the load average is
@@ -142,9 +145,10 @@ def reader_ab(url: str, args: argparse.Namespace) -> None:
           f"{', '.join(f'{k} {v:.1f}' for k, vs in per_token.items() for v in vs)})")
 
 
-def start_server(core: int | None, itl_ms: float) -> subprocess.Popen[str]:
+def start_server(core: int | None, itl_ms: float, lockstep: bool) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-m", "infertune.loadgen.fake_llmserver",
-                             "--port", "0", "--itl-ms", str(itl_ms)],
+                             "--port", "0", "--itl-ms", str(itl_ms),
+                             *(["--lockstep"] if lockstep else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if core is not None:
         pin(proc.pid, core)
@@ -209,11 +213,14 @@ def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--ab-rate", type=float, default=100.0, help="0: skip the reader A/B")
     parser.add_argument("--ab-seconds", type=float, default=3.0)
+    parser.add_argument("--lockstep", action="store_true",
+                        help="the server steps every stream together (continuous batching): "
+                             "tokens arrive in bursts")
     args = parser.parse_args()
 
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     client_core, server_core = cores[0], (cores[1] if len(cores) > 1 else None)
-    proc = start_server(server_core, args.itl_ms)
+    proc = start_server(server_core, args.itl_ms, args.lockstep)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
     if not url:
@@ -222,7 +229,8 @@ def main() -> None:
     print(f"CPU: {cpu_model()}, {len(cores)} cores visible; client pinned to core "
           f"{client_core}: {pinned}; server (fake_llmserver, no model) on core {server_core}; "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"{args.output_tokens} tokens per stream, one per {args.itl_ms:g} ms; "
+    print(f"{args.output_tokens} tokens per stream, one per {args.itl_ms:g} ms"
+          f"{', all streams in lockstep' if args.lockstep else ''}; "
           f"{args.seconds:g} s per rate; lag and gaps in ms")
     print(f"{'rate/s':>7} {'achieved':>8} {'ok':>6} {'streams':>8} {'tokens/s':>9} "
           f"{'lag p50':>8} {'lag p99':>8} {'lag max':>8} {'ITL p99':>8} {'srv p99':>8} "

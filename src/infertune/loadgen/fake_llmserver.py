@@ -13,9 +13,14 @@ request gets a 400 with a one-line JSON error and the connection stays usable.
 
 Each stream's token k is due at arrival + ``ttft_ms`` + k x ``itl_ms`` (timers on precise_loop's
 event loop, to the microsecond): a server that falls behind sends late, it does not stretch the
-schedule. Its own timings go out in the last event as ``infertune_timing`` (ttft_ms, e2e_ms and
-gaps_ms, from the request's arrival to each write), like llmserver's, so a benchmark can show
-that the server kept its pace.
+schedule. With ``--lockstep`` all streams step together instead, one token each every
+``itl_ms``, new streams joining at the next step, as a continuous-batching engine (vLLM, TGI)
+emits one token per running sequence per decode step: the client then gets its tokens in bursts
+of as many reads as there are streams, its hardest case.
+
+Its own timings go out in the last event as ``infertune_timing`` (ttft_ms, e2e_ms and gaps_ms,
+from the request's arrival to each write), like llmserver's, so a benchmark can show that the
+server kept its pace.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ MAX_BODY_BYTES = 1 << 20
 class FakeConfig:
     itl_ms: float = 10.0
     ttft_ms: float = 0.0
+    lockstep: bool = False
 
     def __post_init__(self) -> None:
         if not self.itl_ms >= 0 or not self.ttft_ms >= 0:
             raise ValueError("--itl-ms and --ttft-ms must be >= 0")
+        if self.lockstep and not self.itl_ms > 0:
+            raise ValueError("--lockstep needs --itl-ms > 0 (the step period)")
 
 
 def _framed(payload: bytes) -> bytes:
@@ -80,11 +88,42 @@ class _Stream:
     timer: asyncio.TimerHandle | None = None
 
 
+class Lockstep:
+    """One step every ``itl_s`` that sends a token on every streaming connection."""
+
+    def __init__(self, itl_s: float) -> None:
+        self.itl_s = itl_s
+        self.members: dict[FakeProtocol, None] = {}  # insertion-ordered set
+        self._timer: asyncio.TimerHandle | None = None
+        self._next = 0.0
+
+    def join(self, member: FakeProtocol) -> None:
+        self.members[member] = None
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._next = loop.time() + self.itl_s
+            self._timer = loop.call_at(self._next, self._step)
+
+    def leave(self, member: FakeProtocol) -> None:
+        self.members.pop(member, None)
+
+    def _step(self) -> None:
+        for member in list(self.members):
+            member.tick()
+        if not self.members:
+            self._timer = None
+            return
+        loop = asyncio.get_running_loop()
+        self._next = max(self._next + self.itl_s, loop.time())  # behind: no burst to catch up
+        self._timer = loop.call_at(self._next, self._step)
+
+
 class FakeProtocol(asyncio.Protocol):
     """One client connection: requests are answered one after another (HTTP/1.1 keep-alive)."""
 
-    def __init__(self, config: FakeConfig) -> None:
+    def __init__(self, config: FakeConfig, lockstep: Lockstep | None = None) -> None:
         self.config = config
+        self.lockstep = lockstep
         self.transport: asyncio.Transport | None = None
         self.buffer = b""
         self.stream: _Stream | None = None
@@ -96,6 +135,8 @@ class FakeProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.stream is not None and self.stream.timer is not None:
             self.stream.timer.cancel()
+        if self.lockstep is not None:
+            self.lockstep.leave(self)
         self.stream, self.transport = None, None
 
     def data_received(self, data: bytes) -> None:
@@ -171,12 +212,16 @@ class FakeProtocol(asyncio.Protocol):
         self._schedule(stream)
 
     def _schedule(self, stream: _Stream) -> None:
+        if self.lockstep is not None:
+            self.lockstep.join(self)  # the next step sends its first token
+            return
         due = stream.arrival + (self.config.ttft_ms + stream.sent * self.config.itl_ms) / 1e3
         # due is on perf_counter's clock; the timer takes the loop's, so pass the delay across
         loop = asyncio.get_running_loop()
-        stream.timer = loop.call_at(loop.time() + (due - time.perf_counter()), self._tick)
+        stream.timer = loop.call_at(loop.time() + (due - time.perf_counter()), self.tick)
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
+        """Send the stream's next token (and its end after the last one)."""
         stream, transport = self.stream, self.transport
         if stream is None or transport is None:
             return
@@ -184,8 +229,11 @@ class FakeProtocol(asyncio.Protocol):
         transport.write(CHUNKS[stream.chat])
         stream.sent += 1
         if stream.sent < stream.max_tokens:
-            self._schedule(stream)
+            if self.lockstep is None:
+                self._schedule(stream)
             return
+        if self.lockstep is not None:
+            self.lockstep.leave(self)
         last: dict[str, object] = {"id": "fake", "model": MODEL_ID, "choices": [],
                                    "infertune_timing": self._timing(stream)}
         if stream.usage:
@@ -224,7 +272,9 @@ class FakeProtocol(asyncio.Protocol):
 
 async def serve(config: FakeConfig, port: int) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: FakeProtocol(config), "127.0.0.1", port)
+    lockstep = Lockstep(config.itl_ms / 1e3) if config.lockstep else None
+    server = await loop.create_server(lambda: FakeProtocol(config, lockstep), "127.0.0.1",
+                                      port)
     bound = server.sockets[0].getsockname()[1]
     print(f"http://127.0.0.1:{bound}/", flush=True)
     async with server:
@@ -236,9 +286,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--itl-ms", type=float, default=10.0, help="one token per this many ms")
     parser.add_argument("--ttft-ms", type=float, default=0.0, help="first token after this")
+    parser.add_argument("--lockstep", action="store_true",
+                        help="all streams send a token at the same steps (continuous batching)")
     args = parser.parse_args(argv)
     try:
-        config = FakeConfig(itl_ms=args.itl_ms, ttft_ms=args.ttft_ms)
+        config = FakeConfig(itl_ms=args.itl_ms, ttft_ms=args.ttft_ms, lockstep=args.lockstep)
     except ValueError as exc:
         parser.error(str(exc))
     with asyncio.Runner(loop_factory=new_precise_loop) as runner:

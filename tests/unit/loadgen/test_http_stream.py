@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from infertune.errors import ConfigError
-from infertune.loadgen.fake_llmserver import FakeConfig, FakeProtocol
+from infertune.loadgen.fake_llmserver import FakeConfig, FakeProtocol, Lockstep
 from infertune.loadgen.http_stream import RawResponse, StreamClient, _Connection
 from infertune.loadgen.openai import OpenAITarget, Prompt
 from infertune.loadgen.precise_loop import (
@@ -296,6 +296,35 @@ def test_fake_server_streams_on_its_timer_and_answers_bad_requests_400() -> None
     assert json.loads(replies[6].body)["data"][0]["id"] == "infertune-fake-llm"
     with pytest.raises(ValueError, match="must be >= 0"):
         FakeConfig(itl_ms=-1)
+    with pytest.raises(ValueError, match="--lockstep needs --itl-ms > 0"):
+        FakeConfig(itl_ms=0, lockstep=True)
+
+
+@pytest.mark.timeout(30)
+def test_lockstep_steps_every_stream_together_until_each_is_done() -> None:
+    steps: list[tuple[str, int]] = []
+
+    class Member:
+        def __init__(self, name: str, tokens: int) -> None:
+            self.name, self.left = name, tokens
+
+        def tick(self) -> None:
+            steps.append((self.name, len(steps)))
+            self.left -= 1
+            if self.left == 0:
+                clock.leave(self)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        clock.join(Member("a", 3))  # type: ignore[arg-type]
+        clock.join(Member("b", 2))  # type: ignore[arg-type]
+        while clock._timer is not None:
+            await asyncio.sleep(0.001)
+
+    clock = Lockstep(0.001)
+    asyncio.run(scenario())
+    # step 1: a, b; step 2: a, b (b done); step 3: a alone; then the clock stops
+    assert [name for name, _ in steps] == ["a", "b", "a", "b", "a"]
+    assert not clock.members
 
 
 def test_events_are_parsed_after_the_run_with_the_time_of_the_read_that_completed_them() -> None:
