@@ -15,7 +15,9 @@ replicas: feedback sent to another replica than the one that answered finds noth
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,7 @@ from infertune.rollout.serving import build_router
 from infertune.serve.engines.ray_engine import RayEngine, RayOptions, serve_engine
 from infertune.serve.engines.ray_routing import RayRoutingStore, start_routing_owner
 from infertune.serve.engines.replica import HostedApp, set_torch_threads
-from infertune.serve.routing import RoutingState
+from infertune.serve.routing import EventSink, RoutingEvent, RoutingState
 from infertune.serve.runtime import ServeRuntime
 
 PolicyFor = Callable[[ServePolicy], ServePolicy]
@@ -45,8 +47,9 @@ class RouterApp:
 
     def build(self) -> HostedApp:
         store = RayRoutingStore(self.owner)
-        router = build_router(Registry(self.root), self.state, self.policy_for, os.environ,
-                              store=store)
+        registry = Registry(self.root)
+        router = build_router(registry, self.state, self.policy_for, os.environ, store=store)
+        router.events = ChangesOnly(registry)
         runtimes = {name: _runtime(rel.app) for name, rel in router.releases.items()}
         stable = runtimes[self.state.stable]
         for runtime in runtimes.values():
@@ -55,11 +58,26 @@ class RouterApp:
                          stable.adapter, router=router, routing=store)
 
     def describe(self) -> str:
-        return f"releases {', '.join(self.names())} from {self.root}"
+        return f"releases {', '.join(names(self.state))} from {self.root}"
 
-    def names(self) -> list[str]:
-        s = self.state
-        return list(dict.fromkeys(n for n in (s.stable, s.canary, s.shadow) if n))
+
+def names(state: RoutingState) -> list[str]:
+    """The releases ``state`` serves, stable first."""
+    return list(dict.fromkeys(n for n in (state.stable, state.canary, state.shadow) if n))
+
+
+class ChangesOnly:
+    """A replica's event sink: the routing changes it took, not its start. The driver records
+    the one start; a replica added later starts from the start-up routing (it adopts the
+    current one before taking traffic) and would log it, moving a rolled-back canary back to
+    'canary' in the registry."""
+
+    def __init__(self, sink: EventSink) -> None:
+        self.sink = sink
+
+    def record_event(self, event: RoutingEvent) -> None:
+        if event.kind != "start":
+            self.sink.record_event(event)
 
 
 def _runtime(app: ASGIApp) -> ServeRuntime:
@@ -74,7 +92,7 @@ def serve_releases_on_ray(root: Path, state: RoutingState, policy_for: PolicyFor
                           min_replicas: int | None = None,
                           echo: Callable[[str], None] = print) -> None:
     registry = Registry(root)
-    for name in RouterApp(root, state, policy_for, "").names():
+    for name in names(state):
         registry.verified_path(name)  # a missing or altered release fails here, not on Ray
     policy = policy_for(registry.get(state.stable).record.policy)
     registry.close()
@@ -87,8 +105,14 @@ def serve_releases_on_ray(root: Path, state: RoutingState, policy_for: PolicyFor
     options = RayOptions(address=address, host=host, port=port, cpus_per_replica=cpus,
                          plan_path=Path.cwd() / "ray_autoscaling.json",
                          min_replicas=min_replicas)
-    engine = RayEngine(app, policy, options, None, echo, on_connect=lambda: start_routing_owner(
-        app.owner, state, app.names()))
+
+    def start() -> object:  # once Ray is up, before any replica: the owner, the one start event
+        owner = start_routing_owner(app.owner, state, names(state))
+        with contextlib.closing(Registry(root)) as reg:
+            reg.record_event(RoutingEvent(time.time(), "start", state))
+        return owner
+
+    engine = RayEngine(app, policy, options, None, echo, on_connect=start)
     canary = f", canary {state.canary} at {state.canary_weight:g}%" if state.canary else ""
     shadow = f", shadow {state.shadow}" if state.shadow else ""
     serve_engine(engine, f"serving stable {state.stable}{canary}{shadow} from {root} on "

@@ -97,9 +97,12 @@ class RayRoutingStore:
 
     def __init__(self, owner_name: str) -> None:
         self.owner_name = owner_name
+        self._handle: Any = None
 
     def _owner(self) -> Any:
-        return ray.get_actor(self.owner_name, namespace=NAMESPACE)
+        if self._handle is None:  # looked up once: the owner lives as long as the deployment
+            self._handle = ray.get_actor(self.owner_name, namespace=NAMESPACE)
+        return self._handle
 
     async def change(self, change: RoutingChange) -> RoutingEvent:
         outcome: Outcome = await self._owner().change.remote(change)

@@ -205,11 +205,6 @@ class InfertuneReplica:
 
     async def check_health(self) -> None:
         hosted = self._hosted
-        if hosted.routing is not None:
-            # before the first traffic and every few seconds after: catch up with a routing
-            # change whose broadcast this replica missed (a raise: the owner is gone with the
-            # driver, so this replica should not serve)
-            await self.adopt_routing(await hosted.routing.current())
         if self._ready_s is None:
             # Ray's first call (before the replica counts as running): wait out the warm-up,
             # however long the model takes; later calls answer at once
@@ -220,6 +215,11 @@ class InfertuneReplica:
             raise RuntimeError(error)
         if not hosted.ready():
             raise RuntimeError("infertune warm-up still running; not taking traffic yet")
+        if hosted.routing is not None:
+            # after warm-up, before the first traffic, and every few seconds after: catch up
+            # with a routing change whose broadcast this replica missed, e.g. made while it
+            # warmed up (a raise: the owner went with the driver, so this replica must not serve)
+            await self.adopt_routing(await hosted.routing.current())
         if self._ready_s is None:
             self._ready_s = time.monotonic() - self._started
 
