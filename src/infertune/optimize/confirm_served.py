@@ -261,6 +261,7 @@ class ServedProcess:
                         str(finalist.folder), "--config", str(self.policy_file),
                         "--host", "127.0.0.1", "--port", str(self.port)]
         self.proc: subprocess.Popen[bytes] | None = None
+        self.start_error: str | None = None
 
     @property
     def url(self) -> str:
@@ -271,14 +272,20 @@ class ServedProcess:
         return self.proc.pid if self.proc is not None else None
 
     def start(self) -> None:
-        with self.log_file.open("wb") as log:
-            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        """Start the server; a command that cannot even be run shows in wait_ready."""
+        try:
+            with self.log_file.open("wb") as log:
+                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            self.start_error = f"could not run {self.command[0]}: {exc}"
 
     def wait_ready(self, timeout_s: float) -> dict[str, Any]:
         """Wait for /readyz 200 and return /v1/config; ServeStartError when it exits or is not
         ready in ``timeout_s``."""
-        assert self.proc is not None, "start() first"
+        if self.proc is None:
+            raise ServeStartError(f"infertune serve {self.finalist.key} did not start: "
+                                  f"{self.start_error or 'start() was not called'}")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -344,7 +351,7 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             try:
                 config = proc.wait_ready(max(1.0, deadline - time.monotonic()))
                 arm.effective_policy = dict(config.get("policy") or {})
-            except ServeStartError as exc:
+            except (ServeStartError, ValueError) as exc:  # ValueError: /v1/config not JSON
                 arm.error = str(exc)
                 conf.notes.append(f"{arm.key}: not confirmed as served: {exc}")
                 proc.stop()

@@ -178,6 +178,15 @@ def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
     assert none.winner is None and none.order == [] and len(none.notes) == 3
 
 
+def test_a_serve_command_that_cannot_run_is_one_clear_error(tmp_path: Path) -> None:
+    proc = ServedProcess(Finalist("v", "b1", {}, tmp_path / "v"), tmp_path / "confirm",
+                         python=str(tmp_path / "no-such-python"))
+    proc.start()  # never raises: the reason comes with wait_ready, like any failed start
+    with pytest.raises(ServeStartError, match="did not start: could not run .*no-such-python"):
+        proc.wait_ready(1.0)
+    proc.stop()
+
+
 def test_a_serve_process_that_exits_is_one_clear_error_with_its_log(tmp_path: Path) -> None:
     script = tmp_path / "fake_python"
     script.write_text("#!/bin/sh\necho 'no variant folder here' >&2\nexit 3\n")

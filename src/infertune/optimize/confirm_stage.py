@@ -1,0 +1,142 @@
+"""The serving stage's last step: the finalists confirmed as served (confirm_served.py does
+the measuring). Which configurations are finalists, what budget the confirmation needs (the
+in-process pre-screen in policy.py leaves it that much), and how the winner becomes the
+configuration the report recommends and ``infertune serve <run>`` runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from infertune.optimize.choice import floor_margin, variant_risk
+from infertune.optimize.confirm_served import (
+    Confirmation,
+    Finalist,
+    abba_order,
+    confirm,
+    request_bodies,
+    served_goodput,
+)
+from infertune.optimize.ranking import LEVELS
+from infertune.optimize.record import RunRecord
+from infertune.optimize.search import Budget, Progress
+from infertune.optimize.serving import schedule_for
+from infertune.optimize.state import RunState, write_json
+from infertune.optimize.sweep import SweepResult, measured_key
+
+# Confirmation as served: FINALISTS configurations, each segment CONFIRM_S per rate, ABBA.
+FINALISTS = 2
+CONFIRM_S = 4.0
+CONFIRM_QUICK_S = 2.5
+# `infertune serve` of minilm took 16-27 s to /readyz on the shared 2-core machine (imports
+# of transformers dominate); both finalists start at once, so one start is budgeted
+NEED_SERVE_START_S = 25.0
+START_TIMEOUT_S = 90.0
+NEED_AFTER_CONFIRM_S = 10.0  # left for the stages after it (input options, report)
+
+
+def scenario_rates(state: RunState) -> tuple[float | None, float | None]:
+    sc = state.options.scenario
+    mean = sc.traffic.mean_rps or sc.current.rps
+    peak = sc.traffic.peak_rps or mean
+    return mean, peak
+
+
+def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
+                      sweeps: Sequence[SweepResult]) -> str | None:
+    """The two leading configurations (load-tested ones first, by what they measured), each
+    run by ``infertune serve`` in its own process and driven over HTTP in ABBA order at the
+    mean and peak rates (confirm_served.py). The winner's policy moves to the top of its
+    sweep, so the report and ``serve <run>`` name it; returns its variant id, or None when
+    nothing was confirmed (the in-process figures then stand, labelled as such)."""
+    what = "confirmation of the finalists as served (own process, over HTTP, ABBA)"
+    mean, peak = scenario_rates(state)
+    finals = served_finalists(state, sweeps)
+    if mean is None or peak is None or not finals:
+        state.skip(what, "no finalist with a variant folder to serve")
+        return None
+    seconds = CONFIRM_QUICK_S if state.options.quick else CONFIRM_S
+    need = confirm_need_s(state.options.quick, len(finals))
+    if not budget.allows(need + NEED_AFTER_CONFIRM_S):
+        state.skip(what, "time budget exhausted; the recommendation's figures are the "
+                   "in-process pre-screen's (serve's runtime inside the optimizer)", need)
+        return None
+    sc, seed = state.options.scenario, state.options.seed
+    rates = [(label, rate, schedule_for(sc.traffic, rate, seed=seed, duration_s=seconds))
+             for label, rate in (("mean", mean), ("peak", peak))]
+    bodies = {label: request_bodies(state.options.data.inputs, len(sched), seed=seed)
+              for label, _, sched in rates}
+    run = RunRecord.from_state(state)
+    risks = {c.variant_id: LEVELS.index(variant_risk(c, floor_margin(run, c), _manifest(
+        state, c.variant_id)).level) for c in state.candidates}
+    progress.tick(f"starting infertune serve for {', '.join(f.key for f in finals)}")
+    try:
+        conf = confirm(finals, rates, bodies, workdir=state.paths.root / "confirm",
+                       slo=sc.slo.targets(), cost_per_hour_usd=sc.deployment.cost_per_hour_usd,
+                       risk=lambda vid: risks.get(vid, 0),
+                       start_timeout_s=min(START_TIMEOUT_S,
+                                           budget.left() - need + NEED_SERVE_START_S),
+                       on_segment=lambda key, label: progress.tick(f"as served: {key} at "
+                                                                   f"{label}"))
+    except OSError as exc:  # e.g. the run folder not writable: the pre-screen stands
+        state.skip(what, f"could not run it ({exc}); the recommendation's figures are the "
+                   "in-process pre-screen's")
+        return None
+    state.confirmation = conf
+    state.notes.extend(conf.notes)
+    write_json(state.paths.root / "confirm" / "confirmation.json", conf.to_dict())
+    if conf.winner is None:
+        state.skip(what, "no finalist's server came up (see the notes); the recommendation's "
+                   "figures are the in-process pre-screen's")
+        return None
+    state.notes.append(confirmation_note(conf, sc.slo.targets()))
+    for sw in sweeps:
+        won = [r for r in sw.ranked if f"{sw.variant_id}/{r.policy_id}" == conf.winner]
+        if won:
+            sw.ranked = won + [r for r in sw.ranked if r is not won[0]]
+            return sw.variant_id
+    return None
+
+
+def confirm_need_s(quick: bool, finalists: int = FINALISTS) -> float:
+    """Seconds the confirmation needs: one server start, then every ABBA segment at two
+    rates (plus a second each to drain); the pre-screen leaves this much for it."""
+    seconds = CONFIRM_QUICK_S if quick else CONFIRM_S
+    return NEED_SERVE_START_S + len(abba_order(finalists)) * 2 * (seconds + 1.0)
+
+
+def confirmation_note(conf: Confirmation, slo: dict[str, float]) -> str:
+    """One line for the report: which configuration won as served, and how it was measured."""
+    arms = [a for a in conf.arms if a.error is None and a.at]
+    parts = [f"{a.key} (pid {a.pid}): goodput {served_goodput(a, slo):.1f} req/s, n="
+             + "/".join(str(v.stats.requests) for v in a.at.values()) for a in arms]
+    return (f"confirmed as served: {conf.winner} recommended; each finalist ran in its own "
+            f"infertune serve process (the optimizer is pid {conf.optimizer_pid}), driven over "
+            f"HTTP in ABBA order ({' -> '.join(conf.order)}), {conf.seconds_per_rate:g} s per "
+            f"rate and segment; " + "; ".join(parts) + " (n at mean/peak)")
+
+
+def confirm_reserve_s(state: RunState, budget: Budget) -> float:
+    """What the pre-screen leaves for the confirmation as served: its whole need when the
+    budget holds it now (the confirmation decides), else nothing (it will not run)."""
+    need = confirm_need_s(state.options.quick) + NEED_AFTER_CONFIRM_S
+    return need if budget.allows(need) else 0.0
+
+
+def served_finalists(state: RunState, sweeps: Sequence[SweepResult]) -> list[Finalist]:
+    """The two leading configurations with a variant folder: load-tested first (by their
+    in-process figures), then the simulator's next-ranked policies."""
+    configs = [(sw, r) for sw in sweeps for r in sw.ranked]
+    tested = sorted((c for c in configs if c[1].validated_peak or c[1].validated_mean),
+                    key=lambda c: measured_key(c[1], c[0].slo))
+    out: list[Finalist] = []
+    for sw, r in tested + [c for c in configs if c not in tested]:
+        built = state.built_variant(sw.variant_id)
+        if built is not None and built.path is not None and len(out) < FINALISTS:
+            out.append(Finalist(sw.variant_id, r.policy_id, dict(r.policy), built.path))
+    return out
+
+
+def _manifest(state: RunState, variant_id: str) -> dict[str, Any]:
+    built = state.built_variant(variant_id)
+    return built.manifest if built is not None else {}
