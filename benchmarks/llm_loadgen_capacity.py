@@ -27,7 +27,7 @@ reader parsing each event as it arrives (how this client read streams before), a
 runs interleaved A B B A, no spinning before sends (so the CPU is the reading), CPU time of the
 run only. CPU time, not wall time, so a busy machine disturbs it less than it disturbs lag.
 
-    .venv/bin/python benchmarks/llm_loadgen_capacity.py [--seconds 5] [--rates 50 100 ...]
+    .venv/bin/python benchmarks/llm_loadgen_capacity.py [--seconds 4] [--rates 50 100 ...]
         [--itl-ms 10] [--output-tokens 64] [--ab-rate 100] [--ab-seconds 3] [--lockstep]
 
 ``--lockstep`` makes the server send every stream's token at the same step, as a continuous-
@@ -69,6 +69,7 @@ from infertune.loadgen.targets import Reply
 from infertune.measure.collector import steady_gc
 
 SERVER_SLACK = 1.5  # the server is "on pace" while its gap p99 stays under 1.5 x --itl-ms
+SATURATED_LAG_MS = 10.0  # a median lag this high: the client is past its capacity, stop
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Line:
     rate: float
     streams: float
     tokens_per_s: float
+    lag_p50_ms: float
     lag_p99_ms: float
     wake_p99_ms: float
     verdict: str
@@ -201,12 +203,12 @@ def run_one(url: str, rate: float, args: argparse.Namespace) -> Line:
           f"{lag['max']:8.3f} {itl.p99 if itl else float('nan'):8.2f} {server_p99:8.2f} "
           f"{cpu / wall:7.0%} {cpu / tokens * 1e6 if tokens else float('nan'):8.1f} "
           f"{wake:8.3f} {os.getloadavg()[0]:5.1f}  {verdict}", flush=True)
-    return Line(rate, streams, result.output_tokens_per_s, lag["p99"], wake, verdict)
+    return Line(rate, streams, result.output_tokens_per_s, lag["p50"], lag["p99"], wake, verdict)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--rates", type=float, nargs="+",
                         default=[25, 50, 100, 200, 300, 400, 600, 800])
     parser.add_argument("--itl-ms", type=float, default=10.0)
@@ -241,6 +243,10 @@ def main() -> None:
             reader_ab(url, args)
         for rate in args.rates:
             lines.append(run_one(url, rate, args))
+            if lines[-1].lag_p50_ms > SATURATED_LAG_MS:
+                print(f"stopped: median client lag over {SATURATED_LAG_MS:g} ms, the client (or "
+                      "its core) is saturated; higher rates can only do worse")
+                break
     finally:
         proc.terminate()
         proc.wait(timeout=20)

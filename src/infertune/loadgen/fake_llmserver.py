@@ -273,8 +273,9 @@ class FakeProtocol(asyncio.Protocol):
 async def serve(config: FakeConfig, port: int) -> None:
     loop = asyncio.get_running_loop()
     lockstep = Lockstep(config.itl_ms / 1e3) if config.lockstep else None
+    # a deep accept queue: a load source must not refuse the client's burst of new streams
     server = await loop.create_server(lambda: FakeProtocol(config, lockstep), "127.0.0.1",
-                                      port)
+                                      port, backlog=4096)
     bound = server.sockets[0].getsockname()[1]
     print(f"http://127.0.0.1:{bound}/", flush=True)
     async with server:
