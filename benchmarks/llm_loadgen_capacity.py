@@ -41,7 +41,6 @@ printed on every line.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import resource
@@ -56,6 +55,7 @@ from loadgen_capacity import (  # the HTTP twin of this benchmark, beside it
     LAG_P99_LIMIT_MS,
     cpu_model,
     pin,
+    wake_p99_ms,
 )
 
 from infertune.loadgen.http_stream import RawResponse
@@ -160,21 +160,6 @@ def start_server(core: int | None, itl_ms: float, lockstep: bool) -> subprocess.
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def wake_p99_ms(count: int = 300) -> float:
-    """p99 of how late a bare precise-loop sleep wakes (ms): the machine's wake-up floor."""
-    async def probe() -> list[float]:
-        rng = np.random.default_rng(0)
-        late = []
-        for delay in rng.uniform(0.0002, 0.003, count):
-            start = time.perf_counter()
-            await asyncio.sleep(delay)
-            late.append((time.perf_counter() - start - delay) * 1e3)
-        return late
-
-    with precise_runner() as loop:
-        return float(np.percentile(loop.run(probe()), 99))
 
 
 def run_one(url: str, rate: float, args: argparse.Namespace) -> Line:

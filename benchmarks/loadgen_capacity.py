@@ -3,7 +3,9 @@ local server, with client-lag p99 under 1 ms (and the achieved rate within 2% of
 
 The server (infertune.loadgen.localserver, aiohttp, answers at once) runs as a separate process
 pinned to another core when the machine has one; this process (the client) is pinned to one
-core. Rates are tried upward on a constant schedule; each line is one measured run.
+core. Rates are tried upward on a constant schedule; each line is one measured run. "wake p99"
+is measured just before each run: how late a bare 0.2-3 ms timer sleep wakes on the client core
+(p99 of 300), the machine's own floor; when it is near 1 ms no client can show the target.
 
     .venv/bin/python benchmarks/loadgen_capacity.py [--seconds 3] [--rates 250 500 ...]
 """
@@ -11,10 +13,17 @@ core. Rates are tried upward on a constant schedule; each line is one measured r
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import platform
 import subprocess
 import sys
+import time
+
+import numpy as np
+
+from infertune.loadgen import HttpTarget, ScheduleSpec, build_schedule, run_load
+from infertune.loadgen.precise_loop import precise_runner
 
 LAG_P99_LIMIT_MS = 1.0
 
@@ -29,6 +38,21 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def wake_p99_ms(count: int = 300) -> float:
+    """p99 of how late a bare precise-loop sleep wakes (ms): the machine's wake-up floor."""
+    async def probe() -> list[float]:
+        rng = np.random.default_rng(0)
+        late = []
+        for delay in rng.uniform(0.0002, 0.003, count):
+            start = time.perf_counter()
+            await asyncio.sleep(delay)
+            late.append((time.perf_counter() - start - delay) * 1e3)
+        return late
+
+    with precise_runner() as loop:
+        return float(np.percentile(loop.run(probe()), 99))
 
 
 def pin(pid: int, core: int) -> bool:
@@ -56,8 +80,6 @@ def main() -> None:
                         default=[100, 250, 500, 1000, 1500, 2000, 3000])
     args = parser.parse_args()
 
-    from infertune.loadgen import HttpTarget, ScheduleSpec, build_schedule, run_load
-
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     client_core = cores[0]
     server_core = cores[1] if len(cores) > 1 else None
@@ -67,12 +89,13 @@ def main() -> None:
           f"{server_core} ({len(cores)} cores visible; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
     print(f"{'target/s':>9} {'achieved/s':>10} {'ok':>6} {'lag p50 ms':>10} {'lag p99 ms':>10} "
-          f"{'lat p50 ms':>10} {'lat p99 ms':>10}  verdict")
+          f"{'lat p50 ms':>10} {'lat p99 ms':>10} {'wake p99':>8}  verdict")
     best = None  # every rate is tried: on a shared machine a stall can fail one run alone
     try:
         for rate in args.rates:
             schedule = build_schedule(ScheduleSpec(shape="constant", rate=rate,
                                                    duration_s=args.seconds))
+            wake = wake_p99_ms()
             result = run_load(schedule, HttpTarget(url))
             lag = result.client_lag_ms
             within = abs(result.achieved_rate - rate) <= 0.02 * rate
@@ -80,7 +103,8 @@ def main() -> None:
             lat = result.latency
             print(f"{rate:9.0f} {result.achieved_rate:10.1f} {result.ok:6d} {lag['p50']:10.3f} "
                   f"{lag['p99']:10.3f} {lat.p50 if lat else float('nan'):10.2f} "
-                  f"{lat.p99 if lat else float('nan'):10.2f}  {'sustained' if ok else 'no'}")
+                  f"{lat.p99 if lat else float('nan'):10.2f} {wake:8.3f}  "
+                  f"{'sustained' if ok else 'no'}", flush=True)
             if ok:
                 best = rate
     finally:
