@@ -335,7 +335,7 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             cost_per_hour_usd: float | None, risk: Callable[[str], int],
             start_timeout_s: float,
             launch: Callable[[Finalist, Path], ServedProcess] = ServedProcess,
-            drive_segment: Callable[[str, Schedule, list[dict[str, Any]]], Segment] = drive_http,
+            drive_segment: Callable[..., Segment] = drive_http, request_timeout_s: float = 10.0,
             on_segment: Callable[[str, str], None] | None = None) -> Confirmation:
     """Start every finalist's server, drive the ready ones one at a time in ABBA order, stop
     them all. A server that does not come up is recorded with the reason and left out."""
@@ -363,7 +363,8 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             i = live[index]
             if on_segment is not None:
                 on_segment(arms[i].key, label)
-            return drive_segment(procs[i].url, by_label[label], bodies[label])
+            return drive_segment(procs[i].url, by_label[label], bodies[label],
+                                 timeout_s=request_timeout_s)
 
         if live:
             order, segments = run_abba(len(live), labels, drive)

@@ -74,6 +74,10 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
         conf = confirm(finals, rates, bodies, workdir=state.paths.root / "confirm",
                        slo=sc.slo.targets(), cost_per_hour_usd=sc.deployment.cost_per_hour_usd,
                        risk=lambda vid: risks.get(vid, 0),
+                       # 10x the loosest target is a miss whatever comes later: it bounds a
+                       # segment's drain when a server stalls
+                       request_timeout_s=max(2.0, 10 * max(sc.slo.targets().values(),
+                                                           default=1000.0) / 1000),
                        start_timeout_s=min(START_TIMEOUT_S,
                                            budget.left() - need + NEED_SERVE_START_S),
                        on_segment=lambda key, label: progress.tick(f"as served: {key} at "

@@ -149,7 +149,9 @@ def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
     _Fake.fail = {"bad"}
     driven: list[str] = []
 
-    def drive(url: str, schedule: Schedule, bodies: list[dict[str, Any]]) -> Segment:
+    def drive(url: str, schedule: Schedule, bodies: list[dict[str, Any]],
+              timeout_s: float) -> Segment:
+        assert timeout_s == 10.0
         driven.append(url)
         return seg([10.0] * len(schedule), duration_s=schedule.duration_s)
 
