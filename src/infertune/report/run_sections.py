@@ -296,7 +296,7 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
                     "each)"))
     if policy is not None and sw is not None:
         serving = Serving(variant_id=sw.variant_id, policy_id=policy.policy_id,
-                          policy=policy.policy, why=_policy_why(policy))
+                          policy=policy.policy, why=_policy_why(policy, run))
     else:
         # serve always finds a policy here; without a sweep it is the documented default
         reason = next((s.reason for s in run.skipped if "sweep" in s.what),
@@ -310,15 +310,33 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
     return rec, serving
 
 
-def _policy_why(policy: PolicyResult) -> str:
+def _policy_why(policy: PolicyResult, run: RunRecord | None = None) -> str:
     order = "meets the SLO at peak first, then at mean, then the lowest tail, then fewest workers"
+    served = _served_finalists(run)
+    if served:
+        return (f"highest goodput at the SLO measured as served among the finalists ({served}):"
+                " each in its own infertune serve process, over HTTP, in ABBA order (ties: "
+                "lower cost per 1,000 requests, then lower risk, then the lower tail); the "
+                "simulator and the in-process load tests chose the finalists")
     if policy.validated_peak is not None or policy.validated_mean is not None:
         return (f"best of the load-tested policies by what was measured through serve's "
                 f"runtime ({order}); the simulator chose which policies to test")
     return f"best ranked policy of the simulated sweep ({order}); not load-tested"
 
 
+def _served_finalists(run: RunRecord | None) -> str | None:
+    """The finalists confirmed as served, when a winner came out of it."""
+    conf = run.confirmation if run is not None else None
+    if conf is None or conf.winner is None:
+        return None
+    return ", ".join(a.key for a in conf.arms if a.error is None)
+
+
 def _chosen_by(run: RunRecord) -> str:
+    served = _served_finalists(run)
+    if served and measured_winner(run) is not None:
+        return (f"the configuration with the highest goodput at the SLO measured as served, "
+                f"each finalist in its own process ({served}), a variant")
     if measured_winner(run) is not None:
         ids = ", ".join(s.variant_id for s in run.finalist_sweeps)
         return (f"the configuration that measured best under the scenario's traffic through "

@@ -223,7 +223,9 @@ def test_the_report_takes_the_confirmed_figures_and_labels_the_fallback(tmp_path
     run.confirmation = Confirmation(["int8/" + pid, "fp32/b1", "fp32/b1", "int8/" + pid],
                                     [served, arm("fp32", "b1", 90.0, 29.0, pid=4343)], 4.0,
                                     optimizer_pid=99, winner="int8/" + pid)
-    check = build_run_report(run).slo_check
+    report = build_run_report(run)
+    assert "measured as served among the finalists (int8/" in report.serving.why
+    check = report.slo_check
     peak = next(p for p in check.points if p.label == "peak")
     assert peak.measured.p99.value == 30.0 and peak.measured.p99.samples == 100
     basis = peak.measured.p99.basis
