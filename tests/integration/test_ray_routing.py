@@ -2,12 +2,14 @@
 (stable) and B (canary at 30%) from tiny real ONNX models. Every unit lands on the arm its
 X-Unit-Id hashes to whichever replica answers; a weight change and a rollback made through one
 replica are served by every replica once the admin call answers (each replica's routing
-version on /metrics), and the registry's event log records them. Ray is stopped (SIGTERM, then
-by pid) even when an assertion fails."""
+version on /metrics), and the registry's event log records them. Then `infertune canary`, judging
+the merged /metrics of both replicas, rolls B back at its first step under open-loop traffic
+with no failed request. Ray is stopped (SIGTERM, then by pid) even when an assertion fails."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -17,11 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import psutil
 import pytest
 from onnx_graphs import WIDTH
 from prometheus_client.parser import text_string_to_metric_families
-from rollout_load import free_port
+from rollout_load import OpenLoop, free_port
 from rollout_variants import mlp_run
 
 from infertune.cli import main
@@ -34,6 +37,9 @@ pytestmark = pytest.mark.slow
 KEY = {"X-API-Key": "r4y-k3y"}
 START_TIMEOUT_S = 300.0
 UNITS = [f"user-{i}" for i in range(120)]
+RATE_RPS = 20  # open-loop traffic during the canary, well under two replicas' capacity here
+_RNG = np.random.default_rng(0)
+BODIES = [{"inputs": _RNG.standard_normal((2, WIDTH)).round(3).tolist()} for _ in range(100)]
 BODY = {"inputs": [[0.1] * WIDTH]}
 
 
@@ -173,9 +179,31 @@ def test_routing_is_shared_by_every_ray_replica(tmp_path: Path,
         assert len(routed) >= 2 and sum(routed.values()) == 3 * len(UNITS), routed
         snap = parse_exposition(httpx.get(url + "/metrics", headers=KEY, timeout=30).text)
         assert snap.of("B").requests >= sum(a == "B" for a in expected(60.0).values())
+        # the controller's own gates on the merged /metrics: B (disturbed weights) back as a
+        # canary is rolled back at the first step on output agreement, under open-loop
+        # traffic through both replicas, with no failed request
+        r = client.post(url + "/admin/routing", headers=KEY,
+                        json={"action": "canary", "release": "B", "weight": 0})
+        assert r.status_code == 200, r.text
+        with OpenLoop(url, RATE_RPS, BODIES, KEY) as load:
+            rc = main(["canary", "--server", url, "--release", "B", "--steps", "10,50,100",
+                       "--api-key-env", "RAY_ROUTING_KEY", "--min-step-samples", "20",
+                       "--baseline-samples", "40", "--poll-s", "0.5", "--step-timeout-s",
+                       "120", "--json", str(tmp_path / "b.json")])
+        outcome = json.loads((tmp_path / "b.json").read_text())
+        assert rc == 1 and outcome["decision"] == "rolled_back", outcome["reason"]
+        assert [s["weight"] for s in outcome["steps"]] == [10.0]
+        assert "agreement" in outcome["reason"]
+        assert outcome["rollback_seconds"] < 1.0  # the admin call reached every replica
+        assert load.sent >= 20 and len(load.answers) == load.sent
+        assert [a for a in load.answers if a.status != 200] == []
+        view = replica_view(url)
+        assert len(view) >= 2 and len({v for v in view.values()}) == 1, view
+        assert next(iter(view.values()))[1] == 0.0  # every replica: the canary at 0%
     after = Registry(root)
-    kinds = [e.kind for e in after.events()]
+    kinds = [e.kind for e in after.events() if e.kind.startswith("routing:")]
     # one start (the driver's, not one per replica), then each change once
-    assert [k for k in kinds if k.startswith("routing:")] == [
-        "routing:start", "routing:weight", "routing:rollback"], kinds
+    assert kinds[:3] == ["routing:start", "routing:weight", "routing:rollback"], kinds
+    assert kinds.count("routing:start") == 1 and kinds[-1] == "routing:rollback", kinds
     assert after.get("B").status == "rolled_back" and after.get("A").status == "stable"
+    assert "agreement" in (after.get("B").status_reason or "")
