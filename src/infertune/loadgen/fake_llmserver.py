@@ -1,7 +1,10 @@
 """A fake OpenAI-compatible streaming server: a load source for the load generator's own
 capacity benchmark (benchmarks/llm_loadgen_capacity.py), not a model server. It runs no model
-and computes nothing: every stream sends one fixed token per ``itl_ms`` on a timer, so the
-server costs a few microseconds per token and the benchmark measures the client, not the server.
+and computes nothing: every stream sends one fixed, pre-encoded token per ``itl_ms`` on a
+timer, so a token costs the server one timer callback and one socket write (33 us of CPU per
+token with 64-token streams, measured on a shared 2-core AMD EPYC under load: about what the
+client spends reading it, so on two cores the server may be what runs out first, and the
+benchmark says so instead of blaming the client).
 
     python -m infertune.loadgen.fake_llmserver --port 0 --itl-ms 10   (prints the URL)
     python -m infertune.loadgen.llmserver --fake --synthetic-itl-ms 10  (the same server)

@@ -16,8 +16,8 @@ is one extra system call per timed wait and none for the waits asyncio makes wit
 It also hands asyncio at most ``MAX_EVENTS`` ready sockets per wait (asyncio's own selector
 takes every ready socket at once). asyncio runs all the callbacks of one wait before it looks at
 its timers again, so when hundreds of streams deliver a token together, a send that falls due
-would wait behind all their reads; capped, it waits behind at most ``MAX_EVENTS`` of them (some
-tens of microseconds). epoll is level-triggered here, so the sockets left out are reported by
+would wait behind all their reads; capped, it waits behind at most ``MAX_EVENTS`` of them.
+epoll is level-triggered here, so the sockets left out are reported by
 the next wait, and epoll rotates its ready list, so none is starved.
 
     with precise_runner() as runner:

@@ -10,15 +10,16 @@ from the intended time). A cap thus protects the client's sockets without hiding
 
 Timing: ``run_load`` runs on precise_loop's event loop, whose timers wake to the microsecond
 (asyncio's default loop rounds every wait up to a whole millisecond). Even so the process wakes
-some tens of microseconds late (timer slack, the scheduler), and more on a busy machine. So the
-runner sleeps until shortly before a send is due and yields in a tight loop (``sleep(0)``, which
-still handles replies) for the rest. How early it wakes is measured, not guessed: the margin is
-1.25 x the largest overshoot among its last 64 wake-ups, at least ``SPIN_FLOOR_S`` and at most
-``spin_s`` (``spin_s=0``: never spin). On a quiet core that is ~0.1 ms of spinning per send; on
-a loop with millisecond timers (``run_schedule`` called inside someone else's loop) it learns to
-wake about a millisecond early. A target that runs the model in this process (``shares_process
-= True``, e.g. InProcessTarget) is never spun for: the spinning loop would hold the GIL that the
-model's worker threads need, and slow the very thing being measured.
+late by the kernel's timer slack (50 us by default) plus the scheduler's wake-up, and by
+milliseconds on a busy machine. So the runner sleeps until shortly before a send is due and yields
+in a tight loop (``sleep(0)``, which still handles replies) for the rest. How early it wakes is
+measured, not guessed: the margin is 1.25 x the largest overshoot among its last 64 wake-ups, at
+least ``SPIN_FLOOR_S`` and at most ``spin_s`` (``spin_s=0``: never spin): little spinning on a
+quiet core, up to ``spin_s`` per send on a busy one; on a loop with millisecond timers
+(``run_schedule`` called inside someone else's loop) it learns to wake about a millisecond early. A
+target that runs the model in this process (``shares_process = True``, e.g. InProcessTarget) is
+never spun for: the spinning loop would hold the GIL that the model's worker threads need, and slow
+the very thing being measured.
 """
 
 from __future__ import annotations
