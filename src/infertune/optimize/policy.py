@@ -207,7 +207,10 @@ def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Adap
     quick = state.options.quick
     seconds = VALIDATE_QUICK_S if quick else VALIDATE_S
     reserve = confirm_reserve_s(state, budget)
-    for policy in result.ranked[: 1 if quick else 2]:
+    # with a confirmation as served to come, the pre-screen only checks each variant's leading
+    # policy (the confirmation measures the finalists properly); without one it is the final
+    # word, so it checks two
+    for policy in result.ranked[: 1 if quick or reserve else 2]:
         for label, rate in (("mean", mean), ("peak", peak)):
             need = seconds + 2.0
             # the confirmation as served decides; the pre-screen leaves it its time
