@@ -230,8 +230,9 @@ def _scale_out(r: Report) -> list[str]:
         config = ", ".join(f"{k}={v:g}" for k, v in s.settings.items())
         rows = "".join(f"<tr><td>{escape(k)}</td><td>{_fig(f)}</td><td>{escape(f.basis)}"
                        "</td></tr>" for k, f in s.derivations.items())
-        out += [f"<p>Ray Serve settings (<code>{escape(s.deploy)}</code> applies them): "
-                f"<code>{escape(config)}</code></p>",
+        out += [f"<p>Ray Serve settings: <code>{escape(config)}</code>. <code>"
+                f"{escape(s.deploy)}</code> derives them again at start from the same goodput, "
+                "with the replica start and service times it measures on the cluster.</p>",
                 f"<table><thead><tr><th>Setting</th><th>Value</th><th>Why</th></tr></thead>"
                 f"<tbody>{rows}</tbody></table>"]
     if s.warnings:

@@ -236,7 +236,9 @@ def _scale_out(r: Report) -> list[str]:
         ("Instances at the peak", s.instances_at_peak)) if fig is not None]
     if s.settings:
         config = ", ".join(f"{k}={v:g}" for k, v in s.settings.items())
-        out += ["", f"Ray Serve settings (`{s.deploy}` applies them): `{config}`", "",
+        out += ["", f"Ray Serve settings: `{config}`. `{s.deploy}` derives them again at start "
+                f"from the same goodput, with the replica start and service times it measures "
+                "on the cluster.", "",
                 "| Setting | Value | Why |", "|---|---|---|"]
         out += [f"| {k} | {figure_text(f)} | {_cell(f.basis)} |"
                 for k, f in s.derivations.items()]

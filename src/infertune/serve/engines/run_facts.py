@@ -8,6 +8,9 @@ Keys read (each optional; a missing one leaves the fact unknown, never invented)
   serving.json    "curve" (measure.curve.ServiceCurve dict), "right_sizing".goodput_per_instance
                   (the sweep's simulated goodput of the chosen policy: an estimate)
   profile.json    "cold_start".total_s (import + load + first inference in a fresh process)
+  report.json     "scale_out"."derivations"."replica_capacity_rps" when its source is
+                  "measured": the per-instance goodput at the SLO the report sized from (it
+                  replaces the simulated one, so serve scales on the report's measured figure)
 
     plan_for_run(run_dir, policy, limits) -> AutoscalePlan    from a run folder's files
     plan_from(facts_from(...), policy, ...) -> AutoscalePlan  from values already read (the
@@ -83,6 +86,9 @@ def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> RunFa
     if isinstance(sizing, dict) and sizing.get("goodput_per_instance"):
         facts = replace(facts, goodput=Sourced(float(sizing["goodput_per_instance"]),
                         f"estimate: simulated goodput in {run_dir / 'serving.json'}"))
+    measured = _measured_capacity(_json(run_dir / "report.json"), run_dir / "report.json")
+    if measured is not None:
+        facts = replace(facts, goodput=measured)
     cold = (_json(run_dir / "profile.json").get("cold_start") or {})
     if isinstance(cold, dict) and cold.get("total_s") is not None:
         facts = replace(facts, cold_start=cold_start_fact(float(cold["total_s"]),
@@ -151,6 +157,20 @@ def plan_from(facts: RunFacts, policy: ServePolicy, limits: Limits | None = None
         inputs_per_request=facts.inputs_per_request)
     return derive_plan(replica, facts.demand, facts.limits(limits or Limits()),
                        push_interval_s=push_interval_s, push_source=push_source)
+
+
+def _measured_capacity(report: dict[str, Any], path: Path) -> Sourced | None:
+    scale_out = report.get("scale_out")
+    figure = (scale_out.get("derivations") or {}).get("replica_capacity_rps") if isinstance(
+        scale_out, dict) else None
+    if not isinstance(figure, dict) or figure.get("source") != "measured":
+        return None
+    value = figure.get("value")
+    if not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{path}: scale_out.derivations.replica_capacity_rps has no positive "
+                          "value; rerun infertune optimize")
+    return Sourced(float(value), f"measured: per-instance goodput at the SLO in {path} "
+                   f"({figure.get('basis', '')})")
 
 
 def _json(path: Path) -> dict[str, Any]:

@@ -93,3 +93,24 @@ def test_missing_and_malformed_measurements_name_the_fix(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="no measured service curve"):
         plan_for_run(run, ServePolicy())
     assert read_run(tmp_path / "empty").service_ms is None  # nothing there: nothing invented
+
+
+def test_the_reports_measured_goodput_replaces_the_simulated_one(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    capacity = {"value": 200.0, "unit": "req/s per replica", "source": "measured",
+                "basis": "measured goodput of one replica (load test at the mean rate)"}
+    (run / "report.json").write_text(json.dumps(
+        {"scale_out": {"derivations": {"replica_capacity_rps": capacity}}}))
+    facts = read_run(run)
+    assert facts.goodput is not None and facts.goodput.value == 200.0
+    assert facts.goodput.source.startswith("measured: per-instance goodput at the SLO")
+    assert plan_for_run(run, ServePolicy()).max_replicas.value == 5  # ceil(900 / 200)
+    # an estimate in the report leaves the run's own (simulated) figure in place
+    (run / "report.json").write_text(json.dumps({"scale_out": {"derivations": {
+        "replica_capacity_rps": {**capacity, "source": "estimate"}}}}))
+    facts = read_run(run)
+    assert facts.goodput is not None and facts.goodput.value == 300.0
+    (run / "report.json").write_text(json.dumps({"scale_out": {"derivations": {
+        "replica_capacity_rps": {**capacity, "value": 0}}}}))
+    with pytest.raises(ConfigError, match="replica_capacity_rps has no positive value"):
+        read_run(run)
