@@ -4,6 +4,7 @@ runtime, with a fake model)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -178,3 +179,31 @@ def test_in_process_target_answers_overload_and_failures_as_serve_does() -> None
 def test_in_process_target_refuses_no_inputs() -> None:
     with pytest.raises(ValueError, match="at least one input"):
         InProcessTarget(GatedAdapter(), ServePolicy(), inputs=[])
+
+
+class CollectorProbe:
+    """Notes whether the cyclic garbage collector was on while each request was sent."""
+
+    name = "probe"
+
+    def __init__(self, shares_process: bool) -> None:
+        self.shares_process = shares_process
+        self.seen: list[bool] = []
+
+    async def open(self) -> None: ...
+
+    async def send(self, index: int) -> Reply:
+        self.seen.append(gc.isenabled())
+        return Reply("200")
+
+    async def close(self) -> None: ...
+
+
+def test_collector_is_paused_during_a_network_run_only() -> None:
+    schedule = build_schedule(ScheduleSpec(shape="constant", rate=200, duration_s=0.05))
+    network, in_process = CollectorProbe(False), CollectorProbe(True)
+    assert gc.isenabled()
+    run_load(schedule, network)
+    run_load(schedule, in_process)
+    assert network.seen == [False] * 10 and in_process.seen == [True] * 10
+    assert gc.isenabled()  # restored after the run
