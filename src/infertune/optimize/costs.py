@@ -128,7 +128,8 @@ class BudgetEstimate:
         return (f"a complete search of this model on this machine would need a budget of about "
                 f"{self.seconds:.0f} s: {self.measured_s:.0f} s the stages took here (measured) "
                 f"plus {self.estimated_s:.0f} s for the steps left out (estimate from "
-                f"{self.basis}); pass --budget {_minutes(self.seconds)} or --budget auto")
+                f"{self.basis}); pass --budget {_minutes(self.seconds)}"
+                + (" or --budget auto" if self.seconds <= AUTO_MAX_S else ""))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

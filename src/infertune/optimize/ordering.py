@@ -145,11 +145,16 @@ class SearchPlan:
         return [p.name for p in self.passes]
 
     def describe(self) -> str:
-        order = ", ".join(f"{p.name} ({p.expected_speedup:.2f}x expected, ~{p.cost_s:.0f} s)"
-                          for p in self.passes if p.needed_by is None)
+        order = ", ".join(
+            f"{p.name} ({p.expected_speedup:.2f}x expected, ~{p.cost_s:.0f} s"
+            + (f", built for {p.needed_by})" if p.needed_by else ")") for p in self.passes)
+        if not self.passes:
+            return (f"no pass was built beyond the baseline's own and the export: none fitted "
+                    f"the budget's share for building (estimates from {self.basis})")
+        sources = "; ".join(dict.fromkeys(p.source for p in self.passes))
         return (f"build order by expected gain per second of budget (INT8 path: "
                 f"{self.int8_path}; expected speed-ups are priors, costs are estimates from "
-                f"{self.basis}): {order}")
+                f"{self.basis}): {order}. Where the priors come from: {sources}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"passes": [p.to_dict() for p in self.passes], "int8_path": self.int8_path,

@@ -17,6 +17,30 @@ from infertune.optimize.search import Budget, Progress, time_alone
 from infertune.optimize.state import RunState
 from infertune.quality import run_outputs
 
+# Shares of the budget the baseline's quality outputs and profile are fitted to. make demo
+# (minilm, 330 s) spent 8.3 s on the reference outputs of 300 inputs and 19.5 s profiling.
+QUALITY_SHARE = 0.08
+PROFILE_SHARE = 0.12
+CURVE_POINTS = 5  # lengths the profile's batch-1 service curve is timed at, about
+MIN_QUALITY = 64  # fewer and the floor's bootstrap CI gets too wide to decide on
+
+
+def probe_call_ms(state: RunState) -> float:
+    """The baseline's batch-1 call on the held-out data's first inputs (median of 3, after a
+    warm-up call): what the quality count and the profile are fitted to before the run times
+    the baseline properly."""
+    probe = [[x] for x in state.options.data.inputs[:4]]
+    return float(np.median(time_alone(state.baseline.predict, probe, budget_s=0.0, min_n=3,
+                                      max_n=3, warmup=1)))
+
+
+def quality_count(wanted: int, call_ms: float, budget_s: float) -> int:
+    """How many held-out inputs every quality run judges on: ``wanted``, or fewer (not under
+    MIN_QUALITY) when that many would cost more than QUALITY_SHARE of the budget at the
+    probed call time (an upper bound on the per-input cost at batch 16)."""
+    fits = int(QUALITY_SHARE * budget_s * 1000.0 / max(call_ms, 1e-3))
+    return max(min(wanted, MIN_QUALITY), min(wanted, fits))
+
 
 def params_m(state: RunState) -> float | None:
     """Million parameters from the model's weight files, else as the scenario states them."""
@@ -66,9 +90,8 @@ def fit_profile(state: RunState, settings: ProfileSettings,
     ``share_s``: its time caps hold only once each round has its minimum of requests, and on
     a BERT-base-sized encoder on this shared 2-core machine (load average near 10) the timed
     rounds' 3 x 25 minimum alone kept the profile running for over 4 minutes of 5.5."""
-    probe = [[x] for x in state.options.data.inputs[:4]]
-    call_s = float(np.median(time_alone(state.baseline.predict, probe, budget_s=0.0, min_n=3,
-                                        max_n=3, warmup=1))) / 1000.0
+    call_s = (state.cost_facts.call_ms if state.cost_facts is not None
+              else probe_call_ms(state)) / 1000.0
     rounds_s = 0.4 * share_s  # the timed rounds' part of the share; the curve gets 0.3
     per_round = int(rounds_s / max(settings.rounds * call_s, 1e-6))
     fitted = dataclasses.replace(
@@ -76,13 +99,19 @@ def fit_profile(state: RunState, settings: ProfileSettings,
         warmup=max(1, min(settings.warmup, int(0.1 * share_s / max(call_s, 1e-6)))),
         batch_sizes=tuple(b for b in settings.batch_sizes
                           if b == 1 or b * call_s * settings.curve_repeats <= 0.3 * share_s),
+        # the curve's points (several lengths per batch size) each repeat at least once
+        curve_repeats=max(1, min(settings.curve_repeats,
+                                 int(0.3 * share_s / max(CURVE_POINTS * call_s, 1e-6)))),
+        hotspot_calls=1 if call_s * settings.typical_batch > 0.1 * share_s
+        else settings.hotspot_calls,
         cold_start=settings.cold_start
         and settings.cold_start_requests * call_s <= 0.2 * share_s)
     if fitted != settings:
         state.notes.append(
             f"profile fitted to a batch-1 call of {call_s * 1000:.0f} ms (measured on 3 "
             f"inputs): {fitted.min_round_requests} requests per round at least, batch sizes "
-            f"{', '.join(map(str, fitted.batch_sizes))}"
+            f"{', '.join(map(str, fitted.batch_sizes))}, {fitted.curve_repeats} repeat(s) a "
+            f"curve point, {fitted.hotspot_calls} operator-profile call(s)"
             + ("" if fitted.cold_start or not settings.cold_start else ", no cold start")
             + f", to stay near {share_s:.0f} s of the budget")
     return fitted

@@ -47,7 +47,15 @@ from infertune.optimize.search import (
     time_alone,
 )
 from infertune.optimize.sequential import StopRule, time_sequential
-from infertune.optimize.sizing import fit_profile, params_m, resize
+from infertune.optimize.sizing import (
+    PROFILE_SHARE,
+    QUALITY_SHARE,
+    fit_profile,
+    params_m,
+    probe_call_ms,
+    quality_count,
+    resize,
+)
 from infertune.optimize.state import (
     OptimizeOptions,
     RunPaths,
@@ -66,7 +74,6 @@ NEED_BUILD_S = 20.0
 NEED_SERVING_S = 20.0
 NEED_INPUTS_S = 10.0
 CALIBRATION = 128  # the held-out inputs INT8 passes calibrate and score on (builder.py)
-PROFILE_SHARE = 0.12  # of the budget: the baseline profile's target (make demo: 19.5 of 330)
 # Marks (fractions of the whole budget) by which each stage must stop starting new work, so
 # that a slow stage leaves time for the ones after it.
 MARK_BUILD = 0.45
@@ -118,6 +125,17 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
                     "data": opts.data.source, "examples": len(opts.data)})
     check_floor(state)
     n_quality = 128 if opts.quick else 300
+    call_ms = probe_call_ms(state)
+    state.cost_facts = CostFacts(call_ms=call_ms, item_ms=call_ms, params_m=params_m(state))
+    if not opts.budget_auto:  # an auto budget is sized to judge on all of them
+        fitted = quality_count(n_quality, call_ms, budget.total_s)
+        if fitted < n_quality:
+            state.notes.append(
+                f"quality judged on {fitted} held-out inputs, not {n_quality}: a batch-1 call "
+                f"took {call_ms:.0f} ms here (median of 3), and {n_quality} would spend more "
+                f"than {QUALITY_SHARE:.0%} of the {budget.total_s:.0f} s budget on each "
+                "quality run")
+            n_quality = fitted
     # sorted by length: batches of similar length waste little padding, so the quality runs
     # cost less; every model sees the same order, and no metric depends on it
     chosen = list(opts.data.inputs[:n_quality])

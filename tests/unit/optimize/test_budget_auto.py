@@ -138,3 +138,29 @@ def test_size_budget_times_the_model_and_resizes_only_when_auto(tiny_adapter,
     fixed, budget = _state(tiny_adapter, tmp_path, auto=False), Budget(330.0)
     sizing.size_budget(fixed, budget, NullProgress())
     assert fixed.budget_choice is None and budget.total_s == 330.0
+
+
+def test_quality_count_fits_the_call_time() -> None:
+    from infertune.optimize.sizing import MIN_QUALITY, quality_count
+
+    assert quality_count(300, 15.0, 330.0) == 300  # minilm-like: all of them
+    assert quality_count(300, 300.0, 330.0) == 88  # 8% of 330 s at 0.3 s an input
+    assert quality_count(300, 1500.0, 330.0) == MIN_QUALITY  # never under the minimum
+    assert quality_count(40, 1500.0, 330.0) == 40  # nor more than there are
+
+
+def test_profile_counts_fit_the_call_time(tiny_adapter, tmp_path: Path) -> None:
+    from infertune.measure.profile import ProfileSettings
+    from infertune.optimize.sizing import fit_profile
+
+    full = ProfileSettings(batch_sizes=(1, 4, 16), requests=200, rounds=3, stage_seconds=12.0,
+                           min_round_requests=25, warmup=10, curve_repeats=5,
+                           cold_start=True)
+    state = _state(tiny_adapter, tmp_path, auto=False)
+    state.cost_facts = CostFacts(call_ms=15.0, item_ms=8.0)
+    assert fit_profile(state, full, 40.0) == full and not state.notes  # a small model: as is
+    state.cost_facts = CostFacts(call_ms=1000.0, item_ms=600.0)  # a second a call
+    slow = fit_profile(state, full, 40.0)
+    assert slow.min_round_requests == 5 and slow.batch_sizes == (1,) and not slow.cold_start
+    assert slow.warmup == 4 and slow.curve_repeats == 2 and slow.hotspot_calls == 1
+    assert "1000 ms" in state.notes[-1] and "no cold start" in state.notes[-1]

@@ -125,3 +125,8 @@ def test_the_plan_round_trips_and_says_what_it_rests_on(
 def test_unknown_pass_gets_a_neutral_prior(tmp_path: Path) -> None:
     p = prior("ort_something_new", HardwareInfo(cpu_model="x", logical_cores=2))
     assert p.speedup == 1.0 and "no measurement" in p.source
+
+
+def test_an_empty_plan_says_nothing_fitted() -> None:
+    text = SearchPlan([], "no-vnni", MINILM.basis).describe()
+    assert text.startswith("no pass was built beyond") and "measured here" in text
