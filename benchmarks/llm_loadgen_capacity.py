@@ -232,6 +232,11 @@ def main() -> None:
                 print(f"stopped: median client lag over {SATURATED_LAG_MS:g} ms, the client (or "
                       "its core) is saturated; higher rates can only do worse")
                 break
+            if all(line.verdict.startswith("server behind") for line in lines[-2:]) and \
+                    len(lines) >= 2:
+                print("stopped: the server fell behind twice in a row; higher rates would "
+                      "measure the server, not the client")
+                break
     finally:
         proc.terminate()
         proc.wait(timeout=20)
