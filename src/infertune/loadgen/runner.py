@@ -56,7 +56,10 @@ WAKE_WINDOW = 64  # recent wake-ups the spin margin is learned from
 @dataclass
 class RunOptions:
     max_in_flight: int | None = None
-    spin_s: float = 0.002  # the most the runner spins before a send (see the docstring)
+    # The most the runner spins before a send (see the docstring). Not more: on a busy core a
+    # long spin makes the runner a CPU hog that the scheduler preempts for a whole time slice
+    # (seen here: sends due inside a 2 ms spin went out 3 ms late).
+    spin_s: float = 0.001
     lag_warn_ms: float = LAG_WARN_MS
     seed: int = 0  # for the bootstrap CIs of the summary
 
@@ -110,6 +113,9 @@ async def run_schedule(schedule: Schedule, target: Target, options: RunOptions |
                 await waker.wait_until(t0 + intended)
                 tasks.append(asyncio.create_task(one(index, intended)))
             if tasks:
+                # let the last request start (and stamp its send) before gather's setup, which
+                # takes time in proportion to the number of requests
+                await asyncio.sleep(0)
                 await asyncio.gather(*tasks)
     finally:
         await target.close()
