@@ -115,3 +115,22 @@ def fit_profile(state: RunState, settings: ProfileSettings,
             + ("" if fitted.cold_start or not settings.cold_start else ", no cold start")
             + f", to stay near {share_s:.0f} s of the budget")
     return fitted
+
+
+def int8_budget_note(state: RunState, spent_s: float, build_share: float) -> str | None:
+    """When no INT8 variant was built because none fitted the build share: the budget that
+    would have let the cheapest one be built and screened (estimate), else None."""
+    built = [b for b in state.built if "int8" in b.variant_id and not b.skipped]
+    left = [s for s in state.skipped if s.what.startswith("variant ort_int8") and s.need_s
+            and "not built" in s.reason]
+    if built or not left:
+        return None
+    cheapest = min(left, key=lambda s: s.need_s or 0.0)
+    need = cheapest.need_s or 0.0
+    total = (spent_s + need) / build_share
+    name = cheapest.what.removeprefix("variant ")
+    return (f"INT8 on this model: no INT8 variant fitted this budget; {name} would be built "
+            f"and screened with a budget of about {total:.0f} s (estimate: the {spent_s:.0f} "
+            f"s spent until building stopped, measured, plus its {need:.0f} s estimated "
+            f"need, within the {build_share:.0%} of a budget building may use); pass --budget "
+            f"{-(-total // 60):.0f}m")

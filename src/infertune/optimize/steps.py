@@ -51,6 +51,7 @@ from infertune.optimize.sizing import (
     PROFILE_SHARE,
     QUALITY_SHARE,
     fit_profile,
+    int8_budget_note,
     params_m,
     probe_call_ms,
     quality_count,
@@ -218,6 +219,9 @@ def build(state: RunState, budget: Budget, progress: Progress,
             state.skip(f"variant {b.variant_id}", b.skipped)
         elif b.is_baseline:
             state.baseline_variant_id = b.variant_id
+    note = int8_budget_note(state, budget.spent(), MARK_BUILD)
+    if note is not None:
+        state.notes.insert(0, note)
 
 
 def judge(state: RunState, adapter: Adapter, variant_id: str,

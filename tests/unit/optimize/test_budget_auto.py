@@ -164,3 +164,19 @@ def test_profile_counts_fit_the_call_time(tiny_adapter, tmp_path: Path) -> None:
     assert slow.min_round_requests == 5 and slow.batch_sizes == (1,) and not slow.cold_start
     assert slow.warmup == 4 and slow.curve_repeats == 2 and slow.hotspot_calls == 1
     assert "1000 ms" in state.notes[-1] and "no cold start" in state.notes[-1]
+
+
+def test_the_budget_that_would_measure_int8_is_stated(tiny_adapter, tmp_path: Path) -> None:
+    from infertune.optimize.sizing import int8_budget_note
+    from infertune.optimize.state import BuiltVariant
+
+    state = _state(tiny_adapter, tmp_path, auto=False)
+    state.built = [BuiltVariant("ort_fp32", tmp_path, "export")]
+    state.skip("variant ort_int8_dynamic_per_channel", "not built: with its sources ...", 90.0)
+    state.skip("variant ort_int8_mixed", "not built: with its sources ...", 900.0)
+    note = int8_budget_note(state, 120.0, 0.45)
+    # (120 s spent + 90 s it needs) / 0.45 of the budget for building = 467 s
+    assert note is not None and "ort_int8_dynamic_per_channel" in note
+    assert "about 467 s" in note and "--budget 8m" in note
+    state.built.append(BuiltVariant("ort_int8_threads_one", tmp_path, "int8"))
+    assert int8_budget_note(state, 120.0, 0.45) is None  # one was built: nothing to say
