@@ -110,11 +110,13 @@ class _Connection(asyncio.Protocol):
         if self._state == LENGTH:
             piece = data[:self._left]
             self._left -= len(piece)
-            response.add(now, piece)
+            if piece:  # the read that ended the headers may hold no body yet
+                response.add(now, piece)
             if self._left == 0:
                 self._finish(complete=True)
         elif self._state == UNTIL_CLOSE:
-            response.add(now, data)
+            if data:
+                response.add(now, data)
         else:
             self._chunked(data, now, response)
 

@@ -87,6 +87,7 @@ def test_content_length_close_delimited_and_lost_bodies() -> None:
     length = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
     response, connection = feed(length, 4)
     assert response.complete and response.body == b"hello" and connection.reusable
+    assert all(response.pieces) and len(response.times) == len(response.pieces)
     until_close = b"HTTP/1.0 200 OK\r\n\r\npart one, part two"
     response, connection = feed(until_close, 5)
     assert not response.complete and response.body == b"part one, part two"
