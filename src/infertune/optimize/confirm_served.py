@@ -374,6 +374,9 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
                               for (label, rate), segs in zip(labels, segments[k].values(),
                                                              strict=True)}
                 arms[i].segments = order.count(k)
+                conf.notes += [f"{arms[i].key} at {label} as served: {'; '.join(v.warnings)}"
+                               f" (log: {procs[i].log_file})"
+                               for label, v in arms[i].at.items() if v.stats.shed > 0.5]
     finally:
         for proc in procs:
             proc.stop()

@@ -168,6 +168,7 @@ def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
     bad = next(a for a in conf.arms if a.variant_id == "bad")
     assert bad.error is not None and "exited with code 1" in bad.error and not bad.at
     assert any(n.startswith("bad/b1: not confirmed as served") for n in conf.notes)
+    assert len(conf.notes) == 1  # nothing shed: no other note
     assert conf.winner in {"int8/b4", "fp32/b1"}
     assert conf.optimizer_pid > 0
     assert "ABBA (A,B,B,A)" in conf.how(good, "peak") and "n=20" in conf.how(good, "peak")
@@ -178,6 +179,20 @@ def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
                    cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0,
                    launch=_Fake, drive_segment=drive)
     assert none.winner is None and none.order == [] and len(none.notes) == 3
+
+    # a server that refuses most requests says so, with its statuses and its log
+    def refusing(url: str, schedule: Schedule, bodies: list[dict[str, Any]],
+                 timeout_s: float) -> Segment:
+        return seg([10.0] * len(schedule), ["503"] * len(schedule), schedule.duration_s)
+
+    _Fake.fail = {"fp32", "bad"}
+    shed = confirm(finals, rates, {"mean": [{}], "peak": [{}]}, workdir=tmp_path, slo=SLO,
+                   cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0,
+                   launch=_Fake, drive_segment=refusing)
+    assert shed.order == ["int8/b4", "int8/b4"] and shed.winner == "int8/b4"
+    assert [n.split(" (log")[0] for n in shed.notes if n.startswith("int8/b4")] == [
+        "int8/b4 at mean as served: not answered 2xx: 20 x 503",
+        "int8/b4 at peak as served: not answered 2xx: 20 x 503"]
 
 
 def test_a_serve_command_that_cannot_run_is_one_clear_error(tmp_path: Path) -> None:
