@@ -3,11 +3,10 @@ ServePolicy report.json would name) runs in its own ``infertune serve`` process,
 user runs, and is driven over HTTP from this process with the scenario's traffic shape at the
 mean and peak rates, in ABBA order under one seeded open-loop schedule per rate.
 
-Why its own process: two runtimes interleaved in one process distort each other's threads
-(issue 14 measured the same INT8 model at p50 7.6 ms beside a spinning ONNX Runtime session and
-3.7 ms without), and in production each model runs alone. Why ABBA: the machine drifts (other
-tenants, thermal state), and A,B,B,A puts each finalist at the same mean position in time, so
-a linear drift adds the same to both.
+Why its own process: runtimes sharing a process distort each other's threads (issue 14: one
+INT8 model at p50 7.6 ms beside a spinning ONNX Runtime session, 3.7 ms without), and in
+production each model runs alone. Why ABBA: A,B,B,A puts each finalist at the same mean
+position in time, so a linear drift of the machine adds the same to both.
 
 Per finalist, the two segments at one rate are pooled: latency percentiles over both segments'
 answered requests (from the intended send time), the achieved rate over both, and shed = every
@@ -36,7 +35,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +97,7 @@ class ServedArm:
         return f"{self.variant_id}/{self.policy_id}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"variant_id": self.variant_id, "policy_id": self.policy_id, "pid": self.pid,
-                "effective_policy": self.effective_policy,
-                "at": {k: v.to_dict() for k, v in self.at.items()}, "segments": self.segments,
-                "error": self.error}
+        return asdict(self)  # Validation.to_dict is its asdict too
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServedArm:
