@@ -64,7 +64,7 @@ class CostFacts:
         parts = [f"a batch-1 call of {self.call_ms:.1f} ms and {self.item_ms:.1f} ms per input "
                  "at batch 16, measured here"]
         if self.export_s is not None:
-            parts.append(f"an ONNX export of {self.export_s:.0f} s, measured here")
+            parts.append(f"an ONNX export of {self.export_s:.3g} s, measured here")
         elif self.params_m is not None:
             parts.append(f"{self.params_m:.3g}M parameters (export estimated at "
                          f"{EXPORT_S_PER_MPARAM} s per million)")
