@@ -119,6 +119,10 @@ class Batcher:
         running = 1 if self._busy >= self._workers else 0
         return (rounds + running) * self.batch_estimate() + self.max_wait_s
 
+    def can_start_now(self) -> bool:
+        """A worker is free: a request queued now is in a batch within the batching window."""
+        return self._busy < self._workers
+
     def run_in_worker(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Run ``fn`` on the model's worker threads (warm-up and the cascade's fast model)."""
         return asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

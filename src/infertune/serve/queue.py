@@ -85,14 +85,22 @@ class RequestQueue:
     ``wait_estimate(n)`` (optional) returns the expected seconds from now until a request is
     answered when ``n`` inputs (its own included) are queued at its priority or above; a
     request whose deadline is nearer than that is refused at admission.
+
+    ``can_start_now()`` (optional) says whether a worker is free. A request that finds the
+    queue empty and a worker free is never refused on the estimates: nothing is ahead of it,
+    and running it is the only way to learn that the model is faster than estimated. Without
+    this, an estimate seeded too high (a warm-up on a busy host) above every request's deadline
+    refused all traffic for good, since no batch ever ran to bring the estimate down.
     """
 
     def __init__(self, max_size: int, *, clock: Callable[[], float],
                  service_estimate: Callable[[], float],
                  on_shed: Callable[[ShedReason], None] = lambda reason: None,
                  on_depth: Callable[[int], None] = lambda depth: None,
-                 wait_estimate: Callable[[int], float] | None = None) -> None:
+                 wait_estimate: Callable[[int], float] | None = None,
+                 can_start_now: Callable[[], bool] = lambda: False) -> None:
         self.max_size = max_size
+        self._can_start_now = can_start_now
         self._clock = clock
         self._service_estimate = service_estimate
         self._wait_estimate = wait_estimate
@@ -121,10 +129,12 @@ class RequestQueue:
             raise Rejected(ShedReason.SHUTTING_DOWN, "server is shutting down; retry on another "
                            "replica", 503, retry_after_s=1.0)
         delay = self._timer_delay(item)
-        if delay is not None and delay <= 0:
+        if len(self) == 0 and self._can_start_now():
+            delay = None  # nothing ahead: it is dispatched now; the caller's wait enforces it
+        elif delay is not None and delay <= 0:
             self._shed_count(ShedReason.DEADLINE)
             raise Rejected(ShedReason.DEADLINE, _deadline_message(self._service_estimate()), 503)
-        if item.deadline is not None and self._wait_estimate is not None:
+        elif item.deadline is not None and self._wait_estimate is not None:
             wait = self._wait_estimate(self.inputs_ahead(item.priority) + len(item.inputs))
             if self._clock() + wait > item.deadline:
                 self._shed_count(ShedReason.OVERLOAD)

@@ -131,7 +131,8 @@ class ServeRuntime:
             service_estimate=lambda: self.batcher.batch_estimate() if self.batcher else 0.0,
             on_shed=lambda reason: m.shed.labels(reason=reason.value).inc(),
             on_depth=m.queue_depth.set,
-            wait_estimate=lambda n: self.batcher.wait_estimate(n) if self.batcher else 0.0)
+            wait_estimate=lambda n: self.batcher.wait_estimate(n) if self.batcher else 0.0,
+            can_start_now=lambda: self.batcher.can_start_now() if self.batcher else False)
         self.batcher = Batcher(self.adapter, self.queue, max_batch_size=self.policy.max_batch_size,
                                max_wait_s=self.policy.max_wait_ms / 1000,
                                workers=self.policy.workers, clock=self.clock, metrics=m)

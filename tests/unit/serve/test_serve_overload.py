@@ -4,6 +4,7 @@ deadline a runtime derives from its measured service time."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -13,6 +14,7 @@ from infertune.serve.metrics import ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
 from infertune.serve.runtime import ServeRuntime
 from infertune.serve.testing import GatedAdapter
+from infertune.serve.validate import PredictRequest
 from infertune.serve.warmup import full_batch_seconds
 
 
@@ -104,5 +106,35 @@ def test_expire_sheds_a_request_still_queued_and_leaves_a_taken_one() -> None:
         assert queue.expire(waiting) is True and waiting.timer is None and len(queue) == 0
         assert queue.expire(taken) is False and queue.expire(waiting) is False
         assert shed == [ShedReason.DEADLINE]
+
+    asyncio.run(scenario())
+
+
+def test_an_idle_server_admits_a_request_whatever_its_stale_estimate_says() -> None:
+    """A warm-up on a busy host once seeded 105 ms against a 30 ms deadline: every request was
+    refused, no batch ran, and the estimate never came down. With nothing ahead and a worker
+    free the request runs, and the measured batches bring the estimate down."""
+
+    async def scenario() -> None:
+        runtime = ServeRuntime(GatedAdapter(), ServePolicy(max_wait_ms=0, max_batch_size=1,
+                                                           timeout_ms=30, warmup=False,
+                                                           cache_size=0),
+                               clock=time.monotonic, metrics=ServeMetrics())
+        await runtime.start()
+        assert runtime.batcher is not None and runtime.queue is not None
+        runtime.batcher.seed_estimate(0.105)
+        for i in range(12):
+            result = await runtime.predict(PredictRequest(inputs=[f"text {i}"]),
+                                           time.monotonic())
+            assert len(result.outputs) == 1
+        assert runtime.batcher.batch_estimate() < 0.030  # learned from the batches it ran
+        # busy: the estimates decide again (a request behind a running batch is refused)
+        runtime.batcher._busy = 1
+        runtime.batcher._full_s = runtime.batcher._service_s = 0.105
+        with pytest.raises(Rejected) as refused:
+            runtime.queue.put(_item(deadline=time.monotonic() + 0.030))
+        assert refused.value.status == 503
+        runtime.batcher._busy = 0
+        await runtime.stop()
 
     asyncio.run(scenario())
