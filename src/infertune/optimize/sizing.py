@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,20 +27,28 @@ CURVE_POINTS = 5  # lengths the profile's batch-1 service curve is timed at, abo
 MIN_QUALITY = 64  # fewer and the floor's bootstrap CI gets too wide to decide on
 
 
-def probe_call_ms(state: RunState) -> float:
-    """The baseline's batch-1 call on the held-out data's first inputs (median of 3, after a
-    warm-up call): what the quality count and the profile are fitted to before the run times
-    the baseline properly."""
-    probe = [[x] for x in state.options.data.inputs[:4]]
-    return float(np.median(time_alone(state.baseline.predict, probe, budget_s=0.0, min_n=3,
-                                      max_n=3, warmup=1)))
+def probe_costs(state: RunState, quality: Sequence[Any]) -> tuple[float, float]:
+    """(batch-1 call ms, ms per input at batch 16), probed before the run times the baseline
+    properly: the fastest of 3 calls on the data's first inputs after 2 warm-up calls (eager
+    torch's first calls run far slower: minilm's median of the first 3 read 266 ms where its
+    later batch-1 median was 54 ms, on this shared machine), and one batch of 16 inputs spread
+    over ``quality`` (sorted by length), what every quality run is made of."""
+    probe = [[x] for x in state.options.data.inputs[:5]]
+    call_ms = min(time_alone(state.baseline.predict, probe, budget_s=0.0, min_n=3, max_n=3,
+                             warmup=2))
+    batch = list(quality[::max(1, len(quality) // 16)])[:16]
+    if not batch:
+        return call_ms, call_ms
+    started = time.perf_counter()
+    run_outputs(state.baseline, batch, batch_size=16, source=state.options.data.source)
+    return call_ms, (time.perf_counter() - started) * 1000.0 / len(batch)
 
 
-def quality_count(wanted: int, call_ms: float, budget_s: float) -> int:
+def quality_count(wanted: int, item_ms: float, budget_s: float) -> int:
     """How many held-out inputs every quality run judges on: ``wanted``, or fewer (not under
     MIN_QUALITY) when that many would cost more than QUALITY_SHARE of the budget at the
-    probed call time (an upper bound on the per-input cost at batch 16)."""
-    fits = int(QUALITY_SHARE * budget_s * 1000.0 / max(call_ms, 1e-3))
+    probed per-input time ``item_ms``."""
+    fits = int(QUALITY_SHARE * budget_s * 1000.0 / max(item_ms, 1e-3))
     return max(min(wanted, MIN_QUALITY), min(wanted, fits))
 
 
@@ -91,7 +101,7 @@ def fit_profile(state: RunState, settings: ProfileSettings,
     a BERT-base-sized encoder on this shared 2-core machine (load average near 10) the timed
     rounds' 3 x 25 minimum alone kept the profile running for over 4 minutes of 5.5."""
     call_s = (state.cost_facts.call_ms if state.cost_facts is not None
-              else probe_call_ms(state)) / 1000.0
+              else probe_costs(state, [])[0]) / 1000.0
     rounds_s = 0.4 * share_s  # the timed rounds' part of the share; the curve gets 0.3
     per_round = int(rounds_s / max(settings.rounds * call_s, 1e-6))
     fitted = dataclasses.replace(
@@ -108,8 +118,8 @@ def fit_profile(state: RunState, settings: ProfileSettings,
         and settings.cold_start_requests * call_s <= 0.2 * share_s)
     if fitted != settings:
         state.notes.append(
-            f"profile fitted to a batch-1 call of {call_s * 1000:.0f} ms (measured on 3 "
-            f"inputs): {fitted.min_round_requests} requests per round at least, batch sizes "
+            f"profile fitted to a batch-1 call of {call_s * 1000:.0f} ms (the fastest of 3 "
+            f"calls): {fitted.min_round_requests} requests per round at least, batch sizes "
             f"{', '.join(map(str, fitted.batch_sizes))}, {fitted.curve_repeats} repeat(s) a "
             f"curve point, {fitted.hotspot_calls} operator-profile call(s)"
             + ("" if fitted.cold_start or not settings.cold_start else ", no cold start")

@@ -53,7 +53,7 @@ from infertune.optimize.sizing import (
     fit_profile,
     int8_budget_note,
     params_m,
-    probe_call_ms,
+    probe_costs,
     quality_count,
     resize,
 )
@@ -126,22 +126,22 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
                     "data": opts.data.source, "examples": len(opts.data)})
     check_floor(state)
     n_quality = 128 if opts.quick else 300
-    call_ms = probe_call_ms(state)
-    state.cost_facts = CostFacts(call_ms=call_ms, item_ms=call_ms, params_m=params_m(state))
-    if not opts.budget_auto:  # an auto budget is sized to judge on all of them
-        fitted = quality_count(n_quality, call_ms, budget.total_s)
-        if fitted < n_quality:
-            state.notes.append(
-                f"quality judged on {fitted} held-out inputs, not {n_quality}: a batch-1 call "
-                f"took {call_ms:.0f} ms here (median of 3), and {n_quality} would spend more "
-                f"than {QUALITY_SHARE:.0%} of the {budget.total_s:.0f} s budget on each "
-                "quality run")
-            n_quality = fitted
     # sorted by length: batches of similar length waste little padding, so the quality runs
     # cost less; every model sees the same order, and no metric depends on it
     chosen = list(opts.data.inputs[:n_quality])
     if all(isinstance(x, str) for x in chosen):
         chosen.sort(key=len)
+    call_ms, item_ms = probe_costs(state, chosen)
+    state.cost_facts = CostFacts(call_ms=call_ms, item_ms=item_ms, params_m=params_m(state))
+    fitted = quality_count(n_quality, item_ms, budget.total_s)
+    if fitted < n_quality and not opts.budget_auto:  # an auto budget is sized for them all
+        state.notes.append(
+            f"quality judged on {fitted} held-out inputs, not {n_quality}: one batch of 16 "
+            f"of them took {item_ms:.0f} ms an input here, and {n_quality} would spend more "
+            f"than {QUALITY_SHARE:.0%} of the {budget.total_s:.0f} s budget on each quality run")
+        chosen = list(opts.data.inputs[:fitted])
+        if all(isinstance(x, str) for x in chosen):
+            chosen.sort(key=len)
     state.quality_inputs = chosen
     state.requests = batch1_requests(opts.data.inputs, 400, seed=opts.seed)
 
