@@ -19,12 +19,14 @@ $(STAMP): pyproject.toml constraints.txt scripts/ensure_services.sh
 demo: setup
 	$(VENV)/bin/infertune optimize minilm --scenario examples/scenarios/minilm-cpu.yaml --out runs/demo --overwrite
 
+# The fast tests on two workers, then the slow ones (load tests, whole optimize runs, Ray,
+# services) one at a time, so no load test shares the cores with another test.
 test: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -m "not slow" -n 2
+	$(VENV)/bin/pytest -q -m slow --durations=15
 
 # The quick loop before a commit: lint, types and the tests not marked slow, on two workers
-# (under 2 minutes on 2 cores). `make test` runs everything, slow tests and services included,
-# in one process: its load tests must not share the cores with other tests.
+# (under 2 minutes on 2 cores). `make test` runs everything, slow tests and services included.
 check: lint types
 	$(VENV)/bin/pytest -q -m "not slow" -n 2
 

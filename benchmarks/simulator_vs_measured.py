@@ -7,8 +7,9 @@ TensorAdapter. Steps, all in this one run on this machine:
      ``--reps`` times each -> an EmpiricalServiceTime (the measured samples, drawn at random);
   2. a probe load test at predicted utilisation 0.5 (its own seed) through serve's runtime
      calibrates what the runtime adds (loadgen/calibrate.py): the slowdown of a batch served
-     beside the event loop against the same batch alone, and each request's time outside
-     the queue and the model (event loop, thread hand-offs, the in-process client);
+     beside the event loop against the same batch alone, the worker's turn-around per batch
+     (fitted to the batch size the probe formed), and each request's time outside the queue
+     and the model (event loop, thread hand-offs, the in-process client);
   3. for each load (the rate at which the simulator predicts a worker utilisation of 0.4,
      0.6 and 0.8: near 1 any p95 prediction is ill-conditioned, since it diverges with the
      smallest error in the service time), re-measure the service samples (this machine is
@@ -111,7 +112,7 @@ def main() -> None:
         simulate,
         summarise,
     )
-    from infertune.loadgen.calibrate import CalibratedServiceTime, calibrate
+    from infertune.loadgen.calibrate import CalibratedServiceTime, Probe, calibrate
 
     adapter = build_adapter(args.width)
     samples = measure_service(adapter, args.max_batch, args.reps)
@@ -129,13 +130,15 @@ def main() -> None:
     probe = build_schedule(ScheduleSpec(shape="poisson", rate=probe_rate,
                                         duration_s=args.duration, seed=99))
     timed = BatchTimes(adapter)
-    records = asyncio.run(run_and_record(probe, InProcessTarget(timed, policy, inputs),  # type: ignore[arg-type]
-                                         timed))
+    probe_target = InProcessTarget(timed, policy, inputs)  # type: ignore[arg-type]
+    records = asyncio.run(run_and_record(probe, probe_target, timed))
     cal = calibrate(samples, timed.batch_ms,
                     [(r.latency_ms, r.server_timing_ms) for r in records if r.status == "200"],
-                    source=f"probe at {probe_rate:.0f} req/s (utilisation 0.5), in process")
-    print(f"calibration ({cal.source}, {cal.batches} batches): slowdown {cal.slowdown:.3f}, "
-          f"outside time p50 {cal.outside_p50_ms:.2f} ms, "
+                    source=f"probe at {probe_rate:.0f} req/s (utilisation 0.5), in process",
+                    probe=Probe(probe, policy, probe_target.mean_batch_size(), seed=99))
+    print(f"calibration ({cal.source}, {cal.batches} batches, mean batch "
+          f"{probe_target.mean_batch_size():.2f}): slowdown {cal.slowdown:.3f}, turn-around "
+          f"{cal.turnaround_ms:.2f} ms per batch, outside time p50 {cal.outside_p50_ms:.2f} ms, "
           f"p95 {np.percentile(cal.outside_ms, 95):.2f} ms")
     print("load = predicted worker utilisation the rate was chosen for; raw = the simulator "
           "fed the isolated service times; cal = the same, calibrated by the probe; "
@@ -154,7 +157,7 @@ def main() -> None:
         fresh = measure_service(adapter, args.max_batch, args.reps)
         raw = simulate(schedule, EmpiricalServiceTime(fresh, seed=i), policy)
         predicted = simulate(schedule, CalibratedServiceTime(EmpiricalServiceTime(fresh, seed=i),
-                                                             cal.slowdown),
+                                                             cal.slowdown, cal.turnaround_ms),
                              policy, outside_ms=cal.outside_draws(len(schedule), seed=i))
         timed = BatchTimes(adapter)
         target = InProcessTarget(timed, policy, inputs)  # type: ignore[arg-type]

@@ -389,23 +389,33 @@ def choose_winner(arms: Sequence[ServedArm], slo: dict[str, float],
                   cost_per_hour_usd: float | None, risk: Callable[[str], int]) -> str | None:
     """The highest measured goodput at the SLO; ties (within 2%) go to the lower cost per
     1,000 requests, then the lower risk (``risk``: a rank by variant id, lower is safer), then
-    the lower measured tail at peak, then at mean."""
+    the lower measured tail at peak, then at mean.
+
+    When no finalist has any goodput (none held the SLO at any rate) there is no tie to break
+    by risk: the winner is the one closest to the SLO, i.e. the one that answered the larger
+    share of requests at peak then at mean (a shed is a miss), then the lower tail, then risk.
+    (The demo once picked fp32 over an INT8 variant that shed 18% at peak against its 29%,
+    because both had goodput 0 and fp32 carries less risk.)"""
     measured = [a for a in arms if a.at]
     if not measured:
         return None
     good = {a.key: served_goodput(a, slo) for a in measured}
     top = max(good.values())
+    tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
+
+    def at(a: ServedArm, label: str) -> tuple[float, float]:
+        v = a.at.get(label)
+        return (v.stats.shed, v.stats.percentile(tail)) if v is not None else (1.0, math.inf)
+
+    if top <= 0:
+        return min(measured, key=lambda a: (at(a, "peak")[0], at(a, "mean")[0],
+                                            at(a, "peak")[1], at(a, "mean")[1],
+                                            risk(a.variant_id))).key
     left = [a for a in measured if good[a.key] >= top * (1 - TIE)]
     costs = {a.key: cost_per_1k(cost_per_hour_usd, good[a.key]) for a in left}
     known = [c for c in costs.values() if c is not None]
     if known:
         left = [a for a in left if (c := costs[a.key]) is not None and c <= min(known) * (1 + TIE)]
-    tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
-
-    def tail_at(a: ServedArm, label: str) -> float:
-        v = a.at.get(label)
-        return v.stats.percentile(tail) if v is not None else math.inf
-
-    return min(left, key=lambda a: (risk(a.variant_id), tail_at(a, "peak"),
-                                    tail_at(a, "mean"))).key
+    return min(left, key=lambda a: (risk(a.variant_id), at(a, "peak")[1],
+                                    at(a, "mean")[1])).key
 

@@ -94,6 +94,7 @@ class Batcher:
         self._running: set[asyncio.Task[None]] = set()
         self._workers = workers
         self._busy = 0  # batches running now
+        self._since: list[float] = []  # when each running batch was dispatched
         self._service_s = 0.0  # EWMA of dispatch-to-answer seconds per batch
         self._full_s = 0.0  # the same, over batches of at least half the maximum size
         self.busy_s = 0.0  # model seconds summed over batches: the workers' busy time
@@ -113,11 +114,18 @@ class Batcher:
 
     def wait_estimate(self, inputs: int) -> float:
         """Seconds until a request is answered with ``inputs`` queued ahead of and including
-        it: the batches they fill, spread over the workers, plus the batch running now when
-        every worker is busy, plus the batching window."""
+        it: the batches they fill, spread over the workers, plus what is left of the first
+        running batch when every worker is busy, plus the batching window."""
         rounds = math.ceil(math.ceil(max(1, inputs) / self.max_batch_size) / self._workers)
-        running = 1 if self._busy >= self._workers else 0
-        return (rounds + running) * self.batch_estimate() + self.max_wait_s
+        estimate = self.batch_estimate()
+        first_free = 0.0
+        if self._busy >= self._workers:
+            # the first running batch to finish frees a worker: what is left of its estimate
+            # (a batch about to finish is not counted as a whole new one)
+            now = self._clock()
+            first_free = min((max(0.0, estimate - (now - start)) for start in self._since),
+                             default=estimate)
+        return first_free + rounds * estimate + self.max_wait_s
 
     def can_start_now(self) -> bool:
         """A worker is free: a request queued now is in a batch within the batching window."""
@@ -171,6 +179,7 @@ class Batcher:
     async def _execute(self, batch: list[WorkItem]) -> None:
         start = self._clock()
         self._busy += 1
+        self._since.append(start)
         for item in batch:
             item.dispatched_at = start
         inputs = [x for item in batch for x in item.inputs]
@@ -186,6 +195,7 @@ class Batcher:
             await self._run_alone(batch, failure)
         finally:
             self._busy -= 1
+            self._since.remove(start)
             self._slots.release()
 
     async def _run(self, inputs: list[Any]) -> tuple[list[Any], dict[str, float]]:

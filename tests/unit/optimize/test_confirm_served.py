@@ -105,6 +105,13 @@ def test_the_winner_is_the_highest_measured_goodput_then_cost_then_risk() -> Non
     # nothing meets the SLO: every goodput is 0, so the lower tail decides
     worse = arm("fp32", "b8", peak_p99=200.0, achieved=30.0)
     assert choose_winner([worse, slow], SLO, None, lambda v: 0) == "fp32/b1"
+    # ... and before the tail and the risk, the share answered: the riskier INT8 finalist
+    # that shed 18% beats the safer fp32 one that shed 29% (both with no goodput)
+    int8 = arm("int8", "b1", peak_p99=57.3, achieved=54.8, shed=0.18)
+    fp32 = arm("fused", "b1", peak_p99=58.2, achieved=54.8, shed=0.29)
+    tight = {"p95": 15.0, "p99": 30.0}
+    assert choose_winner([fp32, int8], tight, 0.1, lambda v: {"int8": 1, "fused": 0}[v]) \
+        == "int8/b1"
     assert choose_winner([], SLO, None, lambda v: 0) is None
 
 

@@ -138,3 +138,19 @@ def test_an_idle_server_admits_a_request_whatever_its_stale_estimate_says() -> N
         await runtime.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_running_batch_counts_only_what_is_left_of_its_estimate() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        queue = RequestQueue(8, clock=clock, service_estimate=lambda: 0.0)
+        batcher = Batcher(GatedAdapter(), queue, max_batch_size=1, max_wait_s=0.0,
+                          workers=1, clock=clock, metrics=ServeMetrics())
+        batcher.seed_estimate(0.010)
+        assert batcher.wait_estimate(1) == pytest.approx(0.010)  # a worker is free
+        batcher._busy, batcher._since = 1, [clock.now - 0.004]  # dispatched 4 ms ago
+        assert batcher.wait_estimate(1) == pytest.approx(0.016)  # 6 ms left + its own 10
+        clock.now += 0.050  # running past its estimate: expected to free the worker now
+        assert batcher.wait_estimate(2) == pytest.approx(0.020)
+
+    asyncio.run(scenario())
