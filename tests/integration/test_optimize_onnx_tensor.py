@@ -72,7 +72,14 @@ def test_optimize_a_torchscript_model(tmp_path) -> None:
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     rows = {r["variant_id"]: r for r in report["variants"]}
-    assert rows["ort_int8_dynamic_per_channel"]["quality_verdict"] == "pass"
+    int8 = rows["ort_int8_dynamic_per_channel"]  # built from the TorchScript model's export
+    if int8["quality_verdict"] == "unknown":
+        # on this tiny MLP INT8 can be a clear loser on speed: screening stops timing it and
+        # skips its quality run, and the report says so
+        assert any("quality of ort_int8_dynamic_per_channel (not judged: stopped after"
+                   in str(note) for note in report["notes"]), report["notes"]
+    else:
+        assert int8["quality_verdict"] == "pass"
     rec = report["recommendation"]
     if rec["variant_id"] is None:  # the torch baseline has no variant folder of its own
         assert "measurably faster" in rec["reason"]
