@@ -228,6 +228,11 @@ class ServePolicy(_Strict):
     # Intra-op threads of a torch model in a server process; None = cores // workers, so that
     # the workers' thread pools do not oversubscribe the cores.
     model_threads: int | None = Field(default=None, ge=1, le=256)
+    # Where batches run: worker threads of the server process, or child processes each holding
+    # a copy of the model. auto = processes for eager torch, whose forward holds the GIL
+    # between operators and so slows down under the event loop's work (serve/model_processes.py),
+    # threads for ONNX Runtime, which releases the GIL for a whole run.
+    worker_kind: Literal["auto", "thread", "process"] = "auto"
     max_queue: int = Field(default=256, ge=1)
     timeout_ms: float | None = Field(default=None, gt=0)
     # layered cache: in-process LRU, then Redis when redis_url is set

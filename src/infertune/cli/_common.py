@@ -6,26 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infertune.libraries import quiet_libraries
+
+__all__ = ["quiet_libraries", "write_json"]
+
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` as indented JSON, creating the parent folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def quiet_libraries() -> None:
-    """Silence Hugging Face progress bars and info logs on the command line (only there: the
-    library API leaves global logging alone). torchao, when installed, logs a warning per
-    optional CUDA kernel it cannot load and torch warns about its enum registrations; neither
-    concerns a user, and both would break the one-line error promise on stderr."""
-    import logging
-
-    for noisy in ("torchao", "torch.utils._pytree"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:
-        pass

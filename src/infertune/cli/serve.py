@@ -199,6 +199,7 @@ def register(app: typer.Typer) -> None:
         from infertune.cli._common import quiet_libraries
         from infertune.models import load
         from infertune.serve import create_app, run_server
+        from infertune.serve.model_processes import ModelSource, uses_processes
 
         if engine not in ("local", "ray"):
             raise ConfigError(f"--engine must be local or ray, got {engine!r}")
@@ -266,11 +267,15 @@ def register(app: typer.Typer) -> None:
 
             adapter, fast = without_spinning(adapter, fast)
         threads = size_model_threads(adapter, policy, detect(with_gpus=False).effective_cores)
-        app_ = create_app(adapter, policy, fast_adapter=fast, warnings=warnings)
+        source = ModelSource(model_ref, adapter.info.version, threads)
+        app_ = create_app(adapter, policy, fast_adapter=fast, warnings=warnings,
+                          model_source=source)
+        kind = "process" if uses_processes(policy.worker_kind, adapter.info.runtime,
+                                           source) else "thread"
         shown = f", {threads} model thread(s) per worker" if threads else ""
         typer.echo(f"serving {adapter.info.id} ({adapter.info.version}) on http://{host}:{port} "
                    f"— batch<={policy.max_batch_size}, wait<={policy.max_wait_ms} ms, "
-                   f"queue<={policy.max_queue}, workers={policy.workers}{shown}; "
+                   f"queue<={policy.max_queue}, workers={policy.workers} ({kind}es){shown}; "
                    "/readyz turns 200 after warm-up", err=True)
         for warning in warnings:
             typer.echo(f"WARNING: {warning}", err=True)

@@ -8,7 +8,8 @@ which every real load test here runs (inprocess.py):
 - one FIFO queue of at most ``max_queue`` waiting requests; an arrival to a full queue is
   rejected;
 - an idle worker takes a batch when ``max_batch_size`` requests are queued or when the oldest
-  has waited ``max_wait_ms``, whichever is first; ``workers`` batches run at once;
+  has waited ``max_wait_ms``, whichever is first, or at once when another worker is idle too
+  (as serve's batcher: waiting would only delay it); ``workers`` batches run at once;
 - when a batch is taken, queued requests older than ``timeout_ms`` are shed first;
 - a batch of b requests takes ``service.latency_ms(b, seq_len)`` where seq_len is the longest
   in the batch (padding), or None when no lengths are given.
@@ -207,7 +208,12 @@ def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] 
     i = 0
     while True:
         if queue:
-            ready = arr[queue[bs - 1]] if len(queue) >= bs else arr[queue[0]] + wait
+            if len(queue) >= bs:
+                ready = arr[queue[bs - 1]]
+            elif len(free) > 1 and max(heapq.nsmallest(2, free)[1], now) <= arr[queue[0]]:
+                ready = arr[queue[0]]  # two workers idle when it arrived: no batching window
+            else:
+                ready = arr[queue[0]] + wait
             td = max(ready, free[0], now)
             if i < n and arr[i] <= td:  # an arrival first: it may join or fill this batch
                 now = arr[i]

@@ -41,6 +41,7 @@ from infertune.errors import ConfigError
 from infertune.models.base import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
 from infertune.serve.metrics import STAGES, ServeMetrics
+from infertune.serve.model_processes import ModelSource, uses_processes
 from infertune.serve.openapi import (
     ADMIN_PATHS,
     OPEN_PATHS,
@@ -76,21 +77,25 @@ def create_app(adapter: Adapter, policy: ServePolicy | None = None, *,
                clock: Callable[[], float] = time.monotonic, registry: Any = None,
                redis: Any = None, fast_adapter: Adapter | None = None,
                environ: Mapping[str, str] | None = None,
-               warnings: Sequence[str] = ()) -> Starlette:
+               warnings: Sequence[str] = (),
+               model_source: ModelSource | None = None) -> Starlette:
     """The serving app for ``adapter`` (with ``policy.warmup``, one small forward runs on the
     calling thread first: see warmup.prime_on_this_thread). ``registry``: a prometheus
     CollectorRegistry (a new one by default); ``redis``: a redis.asyncio client (else one from
     ``policy.redis_url``); ``fast_adapter``: the cascade's fast model; ``environ``: where the
     API key is read (os.environ by default); ``warnings``: shown on /readyz (e.g. the CLI's
-    note that the server is exposed without a key)."""
+    note that the server is exposed without a key); ``model_source``: how a worker process
+    loads the same model, for ``policy.worker_kind`` process or auto (without it batches run on
+    threads)."""
     policy = policy or ServePolicy()
-    if policy.warmup:
+    in_processes = uses_processes(policy.worker_kind, adapter.info.runtime, model_source)
+    if policy.warmup and not in_processes:  # in processes the parent never runs the model
         prime_on_this_thread(adapter)
         if fast_adapter is not None:
             prime_on_this_thread(fast_adapter)
     metrics = ServeMetrics(registry)
     runtime = ServeRuntime(adapter, policy, clock=clock, metrics=metrics, redis=redis,
-                           fast_adapter=fast_adapter)
+                           fast_adapter=fast_adapter, model_source=model_source)
     api_key = _api_key(policy, os.environ if environ is None else environ)
     handlers = _Handlers(runtime, policy, clock, secured=api_key is not None,
                          warnings=list(warnings))
@@ -233,7 +238,8 @@ class _Handlers:
             policy["redis_url"] = "<set>"  # a URL may carry a password
         deadline = self.runtime.default_deadline_s()
         body = ConfigBody(model=ModelRef(**self.runtime.model), policy=policy,
-                          default_deadline_ms=None if deadline is None else deadline * 1000)
+                          default_deadline_ms=None if deadline is None else deadline * 1000,
+                          worker_kind=self.runtime.worker_kind)
         return JSONResponse(body.model_dump(mode="json"))
 
     async def purge(self, request: Request) -> Response:

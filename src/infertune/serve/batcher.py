@@ -1,10 +1,14 @@
 """The dynamic batcher: forms batches from the queue and runs the model off the event loop.
 
-A batch starts with the best queued request (``take_first``) and then collects requests of
-the same length bucket until it holds ``max_batch_size`` inputs or ``max_wait_s`` has passed
-since that first request was *enqueued* — a request that already waited while the model was
-busy is not made to wait again. Up to ``workers`` batches run at once, each in a worker thread,
-so the event loop keeps accepting, caching and shedding while the model computes.
+A batch starts with the best queued request (``take_first``) and then collects requests whose
+padding it can afford (batch_shape.py) until it holds ``max_batch_size`` inputs or ``max_wait_s``
+has passed since that first request was *enqueued* — a request that already waited while the
+model was busy is not made to wait again — or at once when another worker is idle (waiting
+would only delay it: the next request would start on the idle worker anyway).
+
+Up to ``workers`` batches run at once, each in a worker thread or, for models whose forward
+holds the GIL, a worker process (``remote``), so the event loop keeps accepting, caching and
+shedding while the model computes.
 
 A batch that fails is counted and each of its requests is run again alone, so a model that
 raises on some inputs fails only the requests holding them (InputFailed, a 4xx: the inputs
@@ -21,22 +25,26 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from infertune.models.base import Adapter
+from infertune.serve.batch_shape import BatchShape, PaddingCost
 from infertune.serve.metrics import ServeMetrics
 from infertune.serve.queue import RequestQueue, WorkItem
 
 
 class BatchFailed(Exception):
-    """The model call for a whole batch failed; every request in it gets this."""
+    """The model call for a whole batch failed; every request in it gets this. ``server_fault``:
+    the server failed, not the inputs (a worker process died), so the batch is not rerun
+    request by request to find a bad input; its callers get a 500 and may retry."""
 
-    def __init__(self, error_type: str, message: str) -> None:
+    def __init__(self, error_type: str, message: str, server_fault: bool = False) -> None:
         super().__init__(message)
         self.error_type = error_type
+        self.server_fault = server_fault
 
 
 class InputFailed(Exception):
@@ -56,13 +64,6 @@ class BatchOutcome:
     batch_size: int
 
 
-def text_bucket(texts: Sequence[Any]) -> int:
-    """Length bucket of a request's texts: log2 of the longest, in ~4-character tokens, so
-    requests whose padded lengths are within 2x of each other share a batch."""
-    longest = max((len(t) for t in texts if isinstance(t, str)), default=0)
-    return max(0, math.ceil(math.log2(max(1, longest // 4))))
-
-
 def run_stages(adapter: Adapter, inputs: list[Any],
                clock: Callable[[], float]) -> tuple[list[Any], dict[str, float]]:
     """preprocess -> forward -> postprocess, timing each stage (seconds)."""
@@ -76,12 +77,17 @@ def run_stages(adapter: Adapter, inputs: list[Any],
     return list(outputs), {"preprocess": t1 - t0, "inference": t2 - t1, "postprocess": t3 - t2}
 
 
+RemoteStages = Callable[[list[Any]], Awaitable[tuple[list[Any], dict[str, float]]]]
+"""run_stages in another process (serve/model_processes.py): inputs -> (outputs, timings)."""
+
+
 class Batcher:
     """Consumes ``queue`` until it is closed and empty; see the module docstring."""
 
     def __init__(self, adapter: Adapter, queue: RequestQueue, *, max_batch_size: int,
                  max_wait_s: float, workers: int, clock: Callable[[], float],
-                 metrics: ServeMetrics, executor: ThreadPoolExecutor | None = None) -> None:
+                 metrics: ServeMetrics, executor: ThreadPoolExecutor | None = None,
+                 remote: RemoteStages | None = None) -> None:
         self.adapter = adapter
         self.queue = queue
         self.max_batch_size = max_batch_size
@@ -91,6 +97,8 @@ class Batcher:
         self._slots = asyncio.Semaphore(workers)
         self._executor = executor or ThreadPoolExecutor(workers, thread_name_prefix="infer")
         self._own_executor = executor is None
+        self._remote = remote
+        self.padding_cost: PaddingCost | None = None  # fitted to the warm-up (batch_shape.py)
         self._running: set[asyncio.Task[None]] = set()
         self._workers = workers
         self._busy = 0  # batches running now
@@ -163,15 +171,17 @@ class Batcher:
         if first is None:
             return []
         batch = [first]
-        size = len(first.inputs)
-        bucket = first.bucket
+        shape = BatchShape(len(first.inputs), first.tokens, self.padding_cost)
         close_at = first.enqueued_at + self.max_wait_s
-        while size < self.max_batch_size:
-            more = self.queue.take_matching(self.max_batch_size - size, bucket)
-            batch.extend(more)
-            size += sum(len(item.inputs) for item in more)
+        while shape.size < self.max_batch_size:
+            batch += self.queue.take_matching(self.max_batch_size - shape.size,
+                                              lambda item: shape.admit(len(item.inputs),
+                                                                       item.tokens))
             remaining = close_at - self._clock()
-            if size >= self.max_batch_size or remaining <= 0 or self.queue.closed:
+            if (shape.size >= self.max_batch_size or remaining <= 0 or self.queue.closed
+                    or self._busy + 1 < self._workers):
+                # another worker is idle: a request arriving now would start on it at once,
+                # so holding this batch open would only add the window to its latency
                 break
             await self.queue.wait_arrival(remaining)
         return batch
@@ -192,15 +202,22 @@ class Batcher:
         except Exception as exc:  # noqa: BLE001 - any model failure must answer every waiter
             failure = _as_batch_failure(exc, len(inputs))
             self._metrics.errors.labels(type=f"batch_{failure.error_type}").inc()
-            await self._run_alone(batch, failure)
+            if failure.server_fault:
+                for item in batch:
+                    item.settle(error=failure)
+            else:
+                await self._run_alone(batch, failure)
         finally:
             self._busy -= 1
             self._since.remove(start)
             self._slots.release()
 
     async def _run(self, inputs: list[Any]) -> tuple[list[Any], dict[str, float]]:
-        outputs, timings = await self.run_in_worker(run_stages, self.adapter, inputs,
-                                                    self._clock)
+        if self._remote is not None:
+            outputs, timings = await self._remote(inputs)
+        else:
+            outputs, timings = await self.run_in_worker(run_stages, self.adapter, inputs,
+                                                        self._clock)
         if len(outputs) != len(inputs):
             raise BatchFailed("OutputCountMismatch", f"the model returned {len(outputs)} "
                               f"outputs for {len(inputs)} inputs")

@@ -58,6 +58,8 @@ class ConfigBody(BaseModel):
     policy: dict[str, Any] = Field(description="the effective ServePolicy (redis_url masked)")
     default_deadline_ms: float | None = Field(description=(
         "deadline of a request that names no timeout_ms (None until a service time is known)"))
+    worker_kind: Literal["thread", "process"] = Field(description=(
+        "where batches run: the policy's worker_kind with auto resolved for this model"))
 
 
 class ModelCard(BaseModel):

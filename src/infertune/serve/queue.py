@@ -13,7 +13,7 @@ Rules, in the order a request meets them:
   It sheds the request with 503 even while no batch is forming, so a stalled model never turns
   queued requests into late answers.
 - ``take_first`` serves the highest priority, oldest first; ``take_matching`` fills a forming
-  batch with requests of the same length bucket.
+  batch with the requests the batcher's padding rule admits.
 
 The queue only lives on one event loop; nothing here is thread-safe, and nothing needs to be.
 """
@@ -58,7 +58,7 @@ class WorkItem:
     inputs: list[Any]
     priority: Priority
     deadline: float | None  # on the app clock; None: no deadline
-    bucket: int  # length bucket, for similar-length batching
+    tokens: int  # estimated padded length (batch_shape.approx_tokens), 0 for non-text
     enqueued_at: float
     future: asyncio.Future[Any]
     dispatched_at: float | None = None
@@ -194,15 +194,14 @@ class RequestQueue:
                 return self._taken(self._classes[priority].popleft())
         return None
 
-    def take_matching(self, capacity: int, bucket: int | None) -> list[WorkItem]:
-        """Up to ``capacity`` inputs' worth of requests, by priority then age; only requests
-        in ``bucket`` when one is given (similar-length grouping)."""
+    def take_matching(self, capacity: int,
+                      admit: Callable[[WorkItem], bool] = lambda item: True) -> list[WorkItem]:
+        """Up to ``capacity`` inputs' worth of requests, by priority then age, each one that
+        fits and that ``admit`` accepts (the batcher's padding rule)."""
         chosen: list[WorkItem] = []
         for priority in PRIORITIES:
             for item in list(self._classes[priority]):
-                if bucket is not None and item.bucket != bucket:
-                    continue
-                if len(item.inputs) > capacity:
+                if len(item.inputs) > capacity or not admit(item):
                     continue
                 self._classes[priority].remove(item)
                 chosen.append(self._taken(item))

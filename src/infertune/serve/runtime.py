@@ -23,22 +23,23 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from infertune.config import ServePolicy
 from infertune.models.base import Adapter
+from infertune.serve.batch_shape import PaddingCost, approx_tokens
 from infertune.serve.batcher import (
     Batcher,
     BatchFailed,
     BatchOutcome,
     run_stages,
-    text_bucket,
 )
 from infertune.serve.cache import MISS, LayeredCache, LRUCache, RedisCache, cache_key, redis_client
 from infertune.serve.cascade import Cascade, Tier
 from infertune.serve.metrics import STAGES, ServeMetrics
+from infertune.serve.model_processes import ModelProcesses, ModelSource, uses_processes
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
 from infertune.serve.validate import PredictRequest
 from infertune.serve.warmup import full_batch_seconds, run_warmup, timed_warmup, warmup_batches
@@ -85,7 +86,8 @@ class ServeRuntime:
 
     def __init__(self, adapter: Adapter, policy: ServePolicy, *, clock: Callable[[], float],
                  metrics: ServeMetrics, redis: Any = None,
-                 fast_adapter: Adapter | None = None) -> None:
+                 fast_adapter: Adapter | None = None,
+                 model_source: ModelSource | None = None) -> None:
         self.adapter = adapter
         self.policy = policy
         self.clock = clock
@@ -99,6 +101,14 @@ class ServeRuntime:
         self.batcher: Batcher | None = None
         self.cache: LayeredCache | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self.processes = (ModelProcesses(model_source, policy.workers)
+                          if uses_processes(policy.worker_kind, adapter.info.runtime, model_source)
+                          and model_source is not None else None)
+
+    @property
+    def worker_kind(self) -> Literal["thread", "process"]:
+        """Where batches run: "process" or "thread" (the policy's auto resolved)."""
+        return "thread" if self.processes is None else "process"
 
     @property
     def model(self) -> dict[str, str]:
@@ -135,7 +145,8 @@ class ServeRuntime:
             can_start_now=lambda: self.batcher.can_start_now() if self.batcher else False)
         self.batcher = Batcher(self.adapter, self.queue, max_batch_size=self.policy.max_batch_size,
                                max_wait_s=self.policy.max_wait_ms / 1000,
-                               workers=self.policy.workers, clock=self.clock, metrics=m)
+                               workers=self.policy.workers, clock=self.clock, metrics=m,
+                               remote=self.processes.run_stages if self.processes else None)
         self.cache = LayeredCache(
             LRUCache(self.policy.cache_size, self.policy.cache_ttl_s, self.clock),
             self._redis_layer(),
@@ -156,14 +167,36 @@ class ServeRuntime:
 
     async def _warm(self) -> None:
         assert self.batcher is not None
+        if self.processes is not None:
+            try:
+                await self.processes.start()
+            except Exception as exc:  # noqa: BLE001 - report on /readyz instead of dying
+                self.warmup_error = (f"model worker processes failed to start: {exc}; see the "
+                                     "server log, or serve with worker_kind: thread")
+                log.exception("model worker processes failed to start")
+                return
         if self.policy.warmup:
             batches = warmup_batches(self.adapter, self.policy.max_batch_size)
             if self.cascade is not None:
                 batches_fast = warmup_batches(self.cascade.fast, self.policy.max_batch_size)
             try:
-                times = await self.batcher.run_in_worker(timed_warmup, self.adapter, batches,
-                                                         self.clock)
+                if self.processes is not None:
+                    times = await self.processes.warmup(batches)
+                else:
+                    times = await self.batcher.run_in_worker(timed_warmup, self.adapter,
+                                                             batches, self.clock)
                 self.batcher.seed_estimate(full_batch_seconds(times, self.policy.max_batch_size))
+                if self.adapter.info.kind == "text":
+                    # times are per batch, in order, once per worker process
+                    shapes = [(len(b), approx_tokens(b)) for b in batches]
+                    cost = PaddingCost.fit(
+                        [(*shapes[i % len(shapes)], s) for i, (_, s) in enumerate(times)])
+                    self.batcher.padding_cost = cost
+                    log.warning("batch padding rule: %s", "merge lengths while the pad tokens "
+                                f"cost under {cost.fixed_s * 1000:.1f} ms at "
+                                f"{cost.per_token_s * 1e6:.2f} us a token (warm-up fit)"
+                                if cost else "same power-of-two length bucket (no clear "
+                                "per-token cost in the warm-up)")
                 if self.cascade is not None:
                     await self.batcher.run_in_worker(run_warmup, self.cascade.fast, batches_fast)
             except Exception as exc:  # noqa: BLE001 - report on /readyz instead of dying
@@ -180,6 +213,8 @@ class ServeRuntime:
             self.queue.close()
         for task in self._tasks:
             await asyncio.gather(task, return_exceptions=True)
+        if self.processes is not None:
+            await self.processes.close()
         if self.cache is not None and self.cache.redis is not None:
             await self.cache.redis.close()
 
@@ -241,7 +276,7 @@ class ServeRuntime:
         deadline = self._deadline(request, arrived, enqueued)
         item = WorkItem(
             inputs=texts, priority=request.priority, deadline=deadline,
-            bucket=text_bucket(texts) if self.adapter.info.kind == "text" else 0,
+            tokens=approx_tokens(texts) if self.adapter.info.kind == "text" else 0,
             enqueued_at=enqueued, future=asyncio.get_running_loop().create_future())
         self.queue.put(item)
         if deadline is None:

@@ -103,6 +103,16 @@ def test_two_workers_run_in_parallel() -> None:
     assert sorted([r.p50_ms, r.mean_ms]) == pytest.approx([10.0, 40 / 3])  # 10, 10, 20
 
 
+def test_no_batching_window_while_another_worker_is_idle() -> None:
+    # as serve's batcher: with a second worker idle, waiting 50 ms could only delay the request
+    policy = ServePolicy(max_batch_size=8, max_wait_ms=50, workers=2)
+    r = simulate([0.0, 0.005], LinearServiceTime(base_ms=10.0), policy)
+    # the first starts at once on one worker; the second arrives with only one worker idle,
+    # so it keeps the window: dispatched at 55 ms, done at 65 ms
+    assert sorted([r.p50_ms, r.mean_ms]) == pytest.approx([35.0, 35.0])
+    assert r.mean_wait_ms == pytest.approx(25.0)
+
+
 def test_bounded_queue_rejects_and_deadline_sheds() -> None:
     full = ServePolicy(max_batch_size=1, max_wait_ms=0, workers=1, max_queue=2)
     r = simulate([0.0, 0.001, 0.002, 0.003, 0.004], LinearServiceTime(base_ms=100.0), full)

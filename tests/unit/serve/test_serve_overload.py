@@ -27,7 +27,7 @@ class Clock:
 
 
 def _item(priority="normal", deadline=None, n=1) -> WorkItem:
-    return WorkItem(inputs=["x"] * n, priority=priority, deadline=deadline, bucket=0,
+    return WorkItem(inputs=["x"] * n, priority=priority, deadline=deadline, tokens=0,
                     enqueued_at=100.0, future=asyncio.get_running_loop().create_future())
 
 

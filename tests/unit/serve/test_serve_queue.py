@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from infertune.serve.batcher import Batcher, BatchOutcome, InputFailed, text_bucket
+from infertune.serve.batcher import Batcher, BatchOutcome, InputFailed
 from infertune.serve.metrics import ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
 from infertune.serve.testing import GatedAdapter
@@ -21,8 +21,8 @@ class Clock:
 
 
 def _item(text: str, priority: str = "normal", deadline: float | None = None,
-          clock: Clock | None = None, bucket: int = 0) -> WorkItem:
-    return WorkItem([text], priority, deadline, bucket, enqueued_at=clock() if clock else 0.0,
+          clock: Clock | None = None, tokens: int = 0) -> WorkItem:
+    return WorkItem([text], priority, deadline, tokens, enqueued_at=clock() if clock else 0.0,
                     future=asyncio.get_running_loop().create_future())
 
 
@@ -67,20 +67,16 @@ def test_deadline_timer_sheds_while_queued_and_hopeless_requests_are_refused() -
     asyncio.run(scenario())
 
 
-def test_take_matching_groups_by_bucket_and_capacity() -> None:
+def test_take_matching_takes_what_the_rule_admits_within_capacity() -> None:
     async def scenario() -> None:
         queue = RequestQueue(10, clock=Clock(), service_estimate=lambda: 0.0)
-        items = [_item(f"t{i}", bucket=i % 2) for i in range(6)]
+        items = [_item(f"t{i}", tokens=i % 2) for i in range(6)]
         for item in items:
             queue.put(item)
-        assert queue.take_matching(2, bucket=1) == [items[1], items[3]]
-        assert queue.take_matching(10, bucket=None) == [items[0], items[2], items[4], items[5]]
+        assert queue.take_matching(2, lambda item: item.tokens == 1) == [items[1], items[3]]
+        assert queue.take_matching(10) == [items[0], items[2], items[4], items[5]]
 
     asyncio.run(scenario())
-
-
-def test_text_bucket_is_log2_of_approximate_tokens() -> None:
-    assert [text_bucket(["a" * n]) for n in (0, 7, 8, 16, 64, 1000)] == [0, 0, 1, 2, 4, 8]
 
 
 def test_batcher_reruns_a_failed_batch_alone_so_only_the_bad_request_fails() -> None:
