@@ -17,8 +17,9 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = "infertune"
 
 # DESIGN.md, "Package layout", from the ground floor up; durations.py (duration strings such as
-# "5m", used by config and the CLI) is a ground-floor helper beside errors.py.
-LAYERS = ("errors", "durations", "config", "hardware", "data", "models", "measure", "quality",
+# "5m", used by config and the CLI) and libraries.py (quiets third-party logging in infertune's
+# own processes: commands and serve's model workers) are ground-floor helpers beside errors.py.
+LAYERS = ("errors", "durations", "libraries", "config", "hardware", "data", "models", "measure", "quality",
           "serve", "loadgen", "optimize", "report", "rollout", "export", "cli")
 
 

@@ -128,6 +128,7 @@ def _target(ref: str, body_file: Path | None, timeout_s: float,
     from infertune.cli._common import quiet_libraries
     from infertune.config import ServePolicy
     from infertune.loadgen.inprocess import InProcessTarget
+    from infertune.serve.model_processes import ModelSource
 
     try:
         policy = ServePolicy(**policy_args)
@@ -139,8 +140,11 @@ def _target(ref: str, body_file: Path | None, timeout_s: float,
     adapter = models.load(ref)
     inputs = bodies if bodies is not None else adapter.sample_inputs(64)
     # serve's own runtime; its response cache is off because the inputs are replayed
-    # round-robin, and a cache answering the repeats would hide the model's latency
-    return InProcessTarget(adapter, policy.model_copy(update={"cache_size": 0}), inputs)
+    # round-robin, and a cache answering the repeats would hide the model's latency. An eager
+    # torch model's batches run in worker processes, as `infertune serve` runs them.
+    return InProcessTarget(adapter, policy.model_copy(update={"cache_size": 0}), inputs,
+                           model_source=ModelSource(ref, adapter.info.version,
+                                                    policy.model_threads))
 
 
 def _run(schedule: Any, target: Any, max_in_flight: int | None, seed: int) -> Any:

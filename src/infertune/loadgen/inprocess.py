@@ -1,8 +1,8 @@
 """Load-test a model without HTTP: the Adapter behind serve's own runtime (``ServeRuntime``:
-bounded priority queue with deadlines, length-bucketed dynamic batcher, worker threads, warm-up),
-in this process. There is one batching implementation in infertune, and this is it: what
-``loadtest MODEL`` and ``optimize`` measure is what ``infertune serve`` runs, less the HTTP
-parsing and the socket.
+bounded priority queue with deadlines, padding-aware dynamic batcher, worker threads or worker
+processes, warm-up), in this process. There is one batching implementation in infertune, and
+this is it: what ``loadtest MODEL`` and ``optimize`` measure is what ``infertune serve`` runs,
+less the HTTP parsing and the socket.
 
 Each ``send`` is one single-input request, answered as serve answers it: "200", or the HTTP
 status serve would send (the queue's own refusals and sheds, e.g. 429 when it is full and 503
@@ -23,6 +23,7 @@ from infertune.loadgen.targets import Reply
 from infertune.models.base import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
 from infertune.serve.metrics import ServeMetrics
+from infertune.serve.model_processes import ModelSource
 from infertune.serve.queue import Rejected
 from infertune.serve.runtime import ServeRuntime, to_jsonable
 from infertune.serve.validate import PredictRequest
@@ -37,7 +38,8 @@ class InProcessTarget:
     shares_process = True  # the runner must not busy-wait: the workers need the GIL
 
     def __init__(self, adapter: Adapter, policy: ServePolicy, inputs: Sequence[Any],
-                 name: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 name: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 model_source: ModelSource | None = None) -> None:
         if len(inputs) == 0:
             raise ValueError("InProcessTarget needs at least one input")
         self.adapter = adapter
@@ -48,7 +50,10 @@ class InProcessTarget:
         self.name = name or f"in-process:{adapter.info.id}"
         self.clock = clock
         self.metrics = ServeMetrics()
-        self.runtime = ServeRuntime(adapter, policy, clock=clock, metrics=self.metrics)
+        # model_source: batches run in worker processes when the policy's worker_kind says so
+        # (auto: eager torch), as serve runs them; without it, on worker threads here
+        self.runtime = ServeRuntime(adapter, policy, clock=clock, metrics=self.metrics,
+                                    model_source=model_source)
         self._opened: float | None = None  # when the warm-up ended
         self._closed: float | None = None
         self._busy_at_open = 0.0
@@ -57,7 +62,7 @@ class InProcessTarget:
     async def open(self) -> None:
         """Start the runtime on this event loop and wait for its warm-up (every batch size
         through the worker threads, as serve does), so start-up stays out of the figures."""
-        if self.policy.warmup:
+        if self.policy.warmup and self.runtime.processes is None:
             prime_on_this_thread(self.adapter)
         await self.runtime.start()
         while not self.runtime.ready:
