@@ -21,7 +21,7 @@ so no server (infertune has a cache) answers repeats.
 Goodput = the highest rate with p99 <= --slo-ms and < 1% errors (sheds count as errors).
 Each request carries one sentence, as online embedding traffic does.
 
-    .venv/bin/python benchmarks/serve_goodput.py            # about 6-8 minutes
+    .venv/bin/python benchmarks/serve_goodput.py            # about 8-10 minutes
     .venv/bin/python benchmarks/serve_goodput.py --rates 4,8,16,32 --step-s 8
 """
 
@@ -233,7 +233,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--rates", default="10,20,30,40,45,50,55,60,70,80")
-    parser.add_argument("--step-s", type=float, default=6.0)
+    parser.add_argument("--step-s", type=float, default=10.0,
+                        help="seconds per rate (a p99 of a few hundred requests is their few "
+                        "slowest: with 6 s steps two passes put LitServe 15 req/s apart)")
     parser.add_argument("--infertune-workers", type=int, default=2)
     parser.add_argument("--slices", type=int, default=3,
                         help="interleaved slices per server and rate")
