@@ -19,8 +19,8 @@ ROOT = "infertune"
 # DESIGN.md, "Package layout", from the ground floor up; durations.py (duration strings such as
 # "5m", used by config and the CLI) and libraries.py (quiets third-party logging in infertune's
 # own processes: commands and serve's model workers) are ground-floor helpers beside errors.py.
-LAYERS = ("errors", "durations", "libraries", "config", "hardware", "data", "models", "measure", "quality",
-          "serve", "loadgen", "optimize", "report", "rollout", "export", "cli")
+LAYERS = ("errors", "durations", "libraries", "config", "hardware", "data", "models", "measure",
+          "quality", "serve", "loadgen", "optimize", "report", "rollout", "export", "cli")
 
 
 def module_name(path: Path, src: Path = SRC) -> str:
