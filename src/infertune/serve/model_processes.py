@@ -3,12 +3,12 @@
 Why: an eager PyTorch forward is hundreds of small operators, and the Python between them
 holds the GIL. In one process, the serving event loop (HTTP parsing, queueing, JSON) and a
 second worker thread take the GIL from the forward between operators, so every batch runs
-slower the busier the server is. Measured on a 2-core AVX2 EPYC with all-MiniLM-L6-v2, one
-thread per worker: a batch of 8 took 62 ms alone and 80 / 97 ms while another Python thread
-was busy 30 / 60 % of the time (``benchmarks/serve_goodput.py`` shows the served effect). A
-child process has its own GIL, so the forward runs at its own speed and two workers really run
-two batches at once. ONNX Runtime releases the GIL for a whole run, so its variants keep the
-cheaper worker threads (``worker_kind: auto``).
+slower the busier the server is. ``benchmarks/gil_contention.py`` measures it: on a 2-core
+AVX2 EPYC with all-MiniLM-L6-v2 and one intra-op thread, a batch of 8 on a worker thread took
+62-69 ms with the other thread idle, 77-81 ms with it busy 30 % of the time and 88-97 ms at
+60 % (two runs). A child process has its own GIL, so the forward runs at its own speed and two
+workers really run two batches at once. ONNX Runtime releases the GIL for a whole run, so its
+variants keep the cheaper worker threads (``worker_kind: auto``).
 
 Protocol over one duplex pipe per child, strictly request/answer:
   parent -> child  ("stages", inputs) | ("warmup", batches) | ("stop", None)
