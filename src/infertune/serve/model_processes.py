@@ -84,7 +84,12 @@ class ModelProcesses:
         return _Child(process, parent_end)
 
     async def _await_ready(self, child: _Child) -> None:
-        kind, payload = await asyncio.wait_for(self._receive(child), START_TIMEOUT_S)
+        try:
+            kind, payload = await asyncio.wait_for(self._receive(child), START_TIMEOUT_S)
+        except (EOFError, OSError) as exc:  # it died before saying anything (import crash, OOM)
+            child.process.join(timeout=5)
+            raise RuntimeError(f"model worker process exited while starting (exit code "
+                               f"{child.process.exitcode}); see the server log") from exc
         if kind != "ready":
             raise RuntimeError(f"model worker process failed to start: {payload[0]}: "
                                f"{payload[1]}")
