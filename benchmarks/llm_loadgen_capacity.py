@@ -29,6 +29,7 @@ run only. CPU time, not wall time, so a busy machine disturbs it less than it di
 
     .venv/bin/python benchmarks/llm_loadgen_capacity.py [--seconds 4] [--rates 50 100 ...]
         [--itl-ms 10] [--output-tokens 64] [--ab-rate 100] [--ab-seconds 3] [--lockstep]
+        [--spin-ms 1]
 
 ``--lockstep`` makes the server send every stream's token at the same step, as a continuous-
 batching engine does: the client then reads in bursts, its hardest case.
@@ -167,7 +168,8 @@ def run_one(url: str, rate: float, args: argparse.Namespace) -> Line:
     prompts = synthetic_prompts(8, args.output_tokens)
     target = OpenAITarget(url + "v1/chat/completions", "openai-chat", prompts, model="bench")
     schedule = build_schedule(ScheduleSpec(shape="constant", rate=rate, duration_s=args.seconds))
-    load, records, cpu, wall = measured_run(target, schedule, RunOptions())
+    load, records, cpu, wall = measured_run(target, schedule,
+                                            RunOptions(spin_s=args.spin_ms / 1000))
     result = summarise_streams("openai-chat", load, records)
     window = max(args.seconds, max((r.done_s for r in records), default=0.0))
     streams = sum(r.done_s - r.sent_s for r in records) / window
@@ -197,6 +199,8 @@ def main() -> None:
     parser.add_argument("--rates", type=float, nargs="+",
                         default=[25, 50, 100, 200, 300, 400, 600, 800])
     parser.add_argument("--itl-ms", type=float, default=10.0)
+    parser.add_argument("--spin-ms", type=float, default=RunOptions().spin_s * 1000,
+                        help="the most the runner spins before a send (RunOptions.spin_s)")
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--ab-rate", type=float, default=100.0, help="0: skip the reader A/B")
     parser.add_argument("--ab-seconds", type=float, default=3.0)
