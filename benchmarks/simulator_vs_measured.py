@@ -20,6 +20,7 @@ TensorAdapter. Steps, all in this one run on this machine:
   4. time a sweep of simulated policies.
 
     .venv/bin/python benchmarks/simulator_vs_measured.py [--duration 8] [--reps 60]
+        [--no-turnaround]
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--max-wait-ms", type=float, default=4.0)
     parser.add_argument("--utilisations", type=float, nargs=3, default=[0.4, 0.6, 0.8])
+    parser.add_argument("--no-turnaround", action="store_true",
+                        help="calibrate without the fitted turn-around per batch (slowdown and "
+                        "outside time only), to see that term's share of the error")
     args = parser.parse_args()
 
     from infertune.config import ServePolicy
@@ -135,7 +139,8 @@ def main() -> None:
     cal = calibrate(samples, timed.batch_ms,
                     [(r.latency_ms, r.server_timing_ms) for r in records if r.status == "200"],
                     source=f"probe at {probe_rate:.0f} req/s (utilisation 0.5), in process",
-                    probe=Probe(probe, policy, probe_target.mean_batch_size(), seed=99))
+                    probe=None if args.no_turnaround else Probe(
+                        probe, policy, probe_target.mean_batch_size(), seed=99))
     print(f"calibration ({cal.source}, {cal.batches} batches, mean batch "
           f"{probe_target.mean_batch_size():.2f}): slowdown {cal.slowdown:.3f}, turn-around "
           f"{cal.turnaround_ms:.2f} ms per batch, outside time p50 {cal.outside_p50_ms:.2f} ms, "
