@@ -270,12 +270,12 @@ def register(app: typer.Typer) -> None:
         source = ModelSource(model_ref, adapter.info.version, threads)
         app_ = create_app(adapter, policy, fast_adapter=fast, warnings=warnings,
                           model_source=source)
-        kind = "process" if uses_processes(policy.worker_kind, adapter.info.runtime,
-                                           source) else "thread"
+        kind = "processes" if uses_processes(policy.worker_kind, adapter.info.runtime,
+                                             source) else "threads"
         shown = f", {threads} model thread(s) per worker" if threads else ""
         typer.echo(f"serving {adapter.info.id} ({adapter.info.version}) on http://{host}:{port} "
                    f"— batch<={policy.max_batch_size}, wait<={policy.max_wait_ms} ms, "
-                   f"queue<={policy.max_queue}, workers={policy.workers} ({kind}es){shown}; "
+                   f"queue<={policy.max_queue}, workers={policy.workers} ({kind}){shown}; "
                    "/readyz turns 200 after warm-up", err=True)
         for warning in warnings:
             typer.echo(f"WARNING: {warning}", err=True)

@@ -64,7 +64,8 @@ def test_torch_model_runs_in_worker_processes_and_survives_a_killed_one(tmp_path
                    interval=0.5)
         after = [_predict(server.url, [[1, 1, 1, float(i)]]) for i in range(6)]
         assert [a.status_code for a in after] == [200] * 6, [a.text for a in after]
-    assert "died" in server.log.read_text()
+    log = server.log.read_text()
+    assert "workers=2 (processes)" in log and "died" in log
 
 
 def test_worker_kind_thread_keeps_batches_in_the_server_process(tmp_path: Path) -> None:
@@ -74,3 +75,4 @@ def test_worker_kind_thread_keeps_batches_in_the_server_process(tmp_path: Path) 
         assert httpx.get(server.url + "/v1/config", timeout=5).json()["worker_kind"] == "thread"
         assert _children(server.proc.pid) == []
         assert _predict(server.url, [[1, 2, 3, 4]]).json()["outputs"] == [[2, 4, 6, 8]]
+    assert "workers=2 (threads)" in server.log.read_text()

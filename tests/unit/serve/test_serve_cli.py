@@ -63,6 +63,9 @@ def test_policy_layers_report_then_file_then_flags(tmp_path: Path) -> None:
         build_policy({}, config, {})
     with pytest.raises(ConfigError, match="max_batch_size = 0"):
         build_policy({}, None, {"max_batch_size": 0})
+    config.write_text("worker_kind: fibers\n")
+    with pytest.raises(ConfigError, match="worker_kind = 'fibers'.*'auto', 'thread' or 'process'"):
+        build_policy({}, config, {})
     with pytest.raises(ConfigError, match="not found"):
         build_policy({}, tmp_path / "missing.yaml", {})
 
