@@ -19,11 +19,13 @@ $(STAMP): pyproject.toml constraints.txt scripts/ensure_services.sh
 demo: setup
 	$(VENV)/bin/infertune optimize minilm --scenario examples/scenarios/minilm-cpu.yaml --out runs/demo --overwrite
 
-# The fast tests on two workers, then the slow ones (load tests, whole optimize runs, Ray,
-# services) one at a time, so no load test shares the cores with another test.
+# The fast tests and the slow ones that time nothing (exports, INT8 passes: marked timing_free)
+# on two workers, each module on one worker so a module's shared fixture is built once; then the
+# slow ones that time something (load tests, whole optimize runs with a budget, Ray, services)
+# one at a time, so no measurement shares the cores with another test.
 test: setup
-	$(VENV)/bin/pytest -q -m "not slow" -n 2
-	$(VENV)/bin/pytest -q -m slow --durations=15
+	$(VENV)/bin/pytest -q -m "not slow or timing_free" -n 2 --dist loadscope --durations=10
+	$(VENV)/bin/pytest -q -m "slow and not timing_free" --durations=15
 
 # The quick loop before a commit: lint, types and the tests not marked slow, on two workers
 # (under 2 minutes on 2 cores). `make test` runs everything, slow tests and services included.

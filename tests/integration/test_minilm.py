@@ -20,6 +20,7 @@ SENTENCES = [
 
 
 @pytest.mark.slow
+@pytest.mark.timing_free
 def test_minilm_matches_sentence_transformers() -> None:
     adapter = load("minilm")
     assert isinstance(adapter, TextAdapter)

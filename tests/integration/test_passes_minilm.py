@@ -17,7 +17,7 @@ from infertune.models import load
 from infertune.optimize import REGISTRY, PassContext, QualityTarget, build_variants
 from infertune.optimize.passes.onnx_export import OnnxExportPass
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing_free]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from infertune.cli import main
 
 
 @pytest.mark.slow
+@pytest.mark.timing_free
 def test_profile_minilm_writes_everything(capsys, tmp_path) -> None:
     out = tmp_path / "profile.json"
     rc = main(["profile", "minilm", "--quick", "--batch-sizes", "1,4", "--requests", "60",

@@ -54,6 +54,7 @@ def export_onnx(baseline: TextAdapter, path: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timing_free
 def test_int8_fails_and_mixed_precision_passes_the_cosine_floor(tmp_path: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

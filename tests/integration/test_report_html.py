@@ -41,6 +41,7 @@ def _run(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.slow
+@pytest.mark.timing_free
 def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     chromium = _chromium()
     html = write_report(_measured_report(), tmp_path / "run", formats=("html",))["html"]

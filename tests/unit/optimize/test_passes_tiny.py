@@ -174,6 +174,7 @@ def test_torch_recipes(built_all):
 
 
 @pytest.mark.slow
+@pytest.mark.timing_free
 def test_variants_reload_in_a_fresh_process(built_all):
     ctx, results = built_all
     names = ["torch_bf16", "torch_int8_dynamic", "ort_int8_mixed", "ort_trim_p99"]

@@ -13,7 +13,7 @@ from infertune.models import load
 from infertune.optimize import PassContext, QualityTarget, build_variants
 from infertune.optimize.builder import registry
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing_free]
 
 
 @pytest.mark.timeout(600)

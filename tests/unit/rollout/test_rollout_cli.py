@@ -83,6 +83,7 @@ def test_ab_report_from_the_registry(tmp_path, capsys) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timing_free
 def test_serve_stable_builds_the_router(tmp_path, runs, monkeypatch, capsys) -> None:
     reg = str(tmp_path / "reg")
     for name, run in zip("ab", runs, strict=True):
