@@ -20,6 +20,9 @@ is pinned to one core. Each line is one measured open-loop run at a constant rat
                 bare timer sleep of 0.2-3 ms wakes up on the client core (p99 over 300
                 sleeps). It is the machine's floor, not the client's doing: a shared or busy
                 machine puts it near or above 1 ms, and then no client can keep lag under it
+    off-CPU     share of the run the client was runnable but not running: queued behind other
+                tasks on its core, or its virtual CPU held by the host (steal). Measured during
+                the run; a send due then goes out late whatever the client does
 
 Before the capacity lines, a side-by-side of the client's CPU per token: the stream reader it
 uses (http_stream: stamp and keep the bytes, parse after the run) against aiohttp's stream
@@ -29,7 +32,13 @@ run only. CPU time, not wall time, so a busy machine disturbs it less than it di
 
     .venv/bin/python benchmarks/llm_loadgen_capacity.py [--seconds 4] [--rates 50 100 ...]
         [--itl-ms 10] [--output-tokens 64] [--ab-rate 100] [--ab-seconds 3] [--lockstep]
-        [--spin-ms 1]
+        [--spin-ms inf] [--server-sleeps]
+
+Both sides own a core and never sleep: the client spins before every send (``--spin-ms inf``,
+as ``infertune loadtest --spin-ms inf`` does) and the server polls (fake_llmserver ``--spin``).
+On a virtual machine a core that went idle wakes late (the wake p99 column: 0.5-9 ms on a 2-core
+AMD EPYC VM in session 4), so a client that sleeps until shortly before each send is late by
+the VM's wake-up, not by its own work; ``--spin-ms 1`` (loadtest's default) shows that.
 
 ``--lockstep`` makes the server send every stream's token at the same step, as a continuous-
 batching engine does: the client then reads in bursts, its hardest case.
@@ -70,6 +79,9 @@ from infertune.loadgen.targets import Reply
 from infertune.measure.collector import steady_gc
 
 SERVER_SLACK = 1.5  # the server is "on pace" while its gap p99 stays under 1.5 x --itl-ms
+# a failed line names the client's off-core share when it is at least this: sends due while
+# the client was off its core went out late whatever the client did (a cause, not a proof)
+OFF_CPU_NOTE = 0.01
 SATURATED_LAG_MS = 10.0  # a median lag this high: the client is past its capacity, stop
 
 
@@ -81,6 +93,7 @@ class Line:
     lag_p50_ms: float
     lag_p99_ms: float
     wake_p99_ms: float
+    off_cpu: float  # share of the run's wall time the client was runnable but not running
     verdict: str
 
 
@@ -148,10 +161,12 @@ def reader_ab(url: str, args: argparse.Namespace) -> None:
           f"{', '.join(f'{k} {v:.1f}' for k, vs in per_token.items() for v in vs)})")
 
 
-def start_server(core: int | None, itl_ms: float, lockstep: bool) -> subprocess.Popen[str]:
+def start_server(core: int | None, itl_ms: float, lockstep: bool,
+                 spin: bool) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-m", "infertune.loadgen.fake_llmserver",
                              "--port", "0", "--itl-ms", str(itl_ms),
-                             *(["--lockstep"] if lockstep else [])],
+                             *(["--lockstep"] if lockstep else []),
+                             *(["--spin"] if spin else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if core is not None:
         pin(proc.pid, core)
@@ -163,13 +178,29 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def off_cpu_seconds(core: int) -> float:
+    """Seconds this process was runnable but not running: waiting behind other tasks on its
+    core (/proc/self/schedstat) plus the host holding the core's virtual CPU (steal, from
+    /proc/stat, in 10 ms ticks). NaN where Linux does not say. A send due meanwhile goes out
+    late whatever the client does."""
+    try:
+        wait_ns = int(open("/proc/self/schedstat").read().split()[1])
+        with open("/proc/stat") as stat:
+            fields = next(line for line in stat if line.startswith(f"cpu{core} ")).split()
+        return wait_ns / 1e9 + int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, IndexError, ValueError):
+        return float("nan")
+
+
 def run_one(url: str, rate: float, args: argparse.Namespace) -> Line:
     wake = wake_p99_ms()
     prompts = synthetic_prompts(8, args.output_tokens)
     target = OpenAITarget(url + "v1/chat/completions", "openai-chat", prompts, model="bench")
     schedule = build_schedule(ScheduleSpec(shape="constant", rate=rate, duration_s=args.seconds))
+    off0 = off_cpu_seconds(args.client_core)
     load, records, cpu, wall = measured_run(target, schedule,
                                             RunOptions(spin_s=args.spin_ms / 1000))
+    off_cpu = (off_cpu_seconds(args.client_core) - off0) / wall
     result = summarise_streams("openai-chat", load, records)
     window = max(args.seconds, max((r.done_s for r in records), default=0.0))
     streams = sum(r.done_s - r.sent_s for r in records) / window
@@ -182,6 +213,8 @@ def run_one(url: str, rate: float, args: argparse.Namespace) -> Line:
         verdict = "server behind: no verdict on the client"
     elif lag["p99"] < LAG_P99_LIMIT_MS and within and load.ok == load.sent:
         verdict = "sustained"
+    elif off_cpu >= OFF_CPU_NOTE:
+        verdict = f"no (the client was off its core {off_cpu:.1%} of the run)"
     else:
         verdict = "no"
     itl = result.itl
@@ -189,8 +222,9 @@ def run_one(url: str, rate: float, args: argparse.Namespace) -> Line:
           f"{result.output_tokens_per_s:9.0f} {lag['p50']:8.3f} {lag['p99']:8.3f} "
           f"{lag['max']:8.3f} {itl.p99 if itl else float('nan'):8.2f} {server_p99:8.2f} "
           f"{cpu / wall:7.0%} {cpu / tokens * 1e6 if tokens else float('nan'):8.1f} "
-          f"{wake:8.3f} {os.getloadavg()[0]:5.1f}  {verdict}", flush=True)
-    return Line(rate, streams, result.output_tokens_per_s, lag["p50"], lag["p99"], wake, verdict)
+          f"{wake:8.3f} {off_cpu:8.2%} {os.getloadavg()[0]:5.1f}  {verdict}", flush=True)
+    return Line(rate, streams, result.output_tokens_per_s, lag["p50"], lag["p99"], wake, off_cpu,
+                verdict)
 
 
 def main() -> None:
@@ -199,19 +233,26 @@ def main() -> None:
     parser.add_argument("--rates", type=float, nargs="+",
                         default=[25, 50, 100, 200, 300, 400, 600, 800])
     parser.add_argument("--itl-ms", type=float, default=10.0)
-    parser.add_argument("--spin-ms", type=float, default=RunOptions().spin_s * 1000,
-                        help="the most the runner spins before a send (RunOptions.spin_s)")
+    parser.add_argument("--spin-ms", type=float, default=float("inf"),
+                        help="the most the runner spins before a send (RunOptions.spin_s; "
+                             "default inf: it never sleeps, see the docstring)")
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--ab-rate", type=float, default=100.0, help="0: skip the reader A/B")
     parser.add_argument("--ab-seconds", type=float, default=3.0)
     parser.add_argument("--lockstep", action="store_true",
                         help="the server steps every stream together (continuous batching): "
                              "tokens arrive in bursts")
+    parser.add_argument("--server-sleeps", action="store_true",
+                        help="let the server sleep between tokens instead of polling on its "
+                             "own core (fake_llmserver --spin, the default when there are two "
+                             "cores)")
     args = parser.parse_args()
 
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     client_core, server_core = cores[0], (cores[1] if len(cores) > 1 else None)
-    proc = start_server(server_core, args.itl_ms, args.lockstep)
+    args.client_core = client_core
+    proc = start_server(server_core, args.itl_ms, args.lockstep,
+                        spin=server_core is not None and not args.server_sleeps)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
     if not url:
@@ -225,7 +266,7 @@ def main() -> None:
           f"{args.seconds:g} s per rate; lag and gaps in ms")
     print(f"{'rate/s':>7} {'achieved':>8} {'ok':>6} {'streams':>8} {'tokens/s':>9} "
           f"{'lag p50':>8} {'lag p99':>8} {'lag max':>8} {'ITL p99':>8} {'srv p99':>8} "
-          f"{'CPU':>7} {'us/token':>8} {'wake p99':>8} {'load':>5}  verdict")
+          f"{'CPU':>7} {'us/token':>8} {'wake p99':>8} {'off-CPU':>8} {'load':>5}  verdict")
     lines = []
     try:
         if args.ab_rate > 0:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from infertune.errors import ConfigError
+
+if TYPE_CHECKING:  # the runner (numpy, asyncio) is imported when a test runs, not for --help
+    from infertune.loadgen.runner import RunOptions
 
 STRIP_CHARS = " ▁▂▃▄▅▆▇█"
 
@@ -51,6 +54,10 @@ def register(app: typer.Typer) -> None:
             help="cap on concurrent requests; requests over it wait client-side "
                  "(counted as client lag)")] = None,
         timeout_s: Annotated[float, typer.Option(help="HTTP request timeout, seconds")] = 30.0,
+        spin_ms: Annotated[float, typer.Option(
+            help="most the client busy-waits before each send instead of sleeping (0: never; "
+                 "inf: never sleeps, for a client on a core of its own, e.g. on a VM, where "
+                 "a sleeping core wakes late)")] = 1.0,
         max_batch_size: Annotated[int, typer.Option(help="in-process batcher: largest batch")] = 8,
         max_wait_ms: Annotated[float, typer.Option(
             help="in-process batcher: longest wait of the first queued request")] = 2.0,
@@ -84,6 +91,7 @@ def register(app: typer.Typer) -> None:
         sweep_steps: Annotated[int, typer.Option(help="most runs in a sweep")] = 8,
     ) -> None:
         """Open-loop load test at a production traffic shape (latency from intended send)."""
+        from infertune.loadgen.runner import RunOptions
         from infertune.loadgen.schedules import ScheduleSpec, build_schedule, parse_duration
 
         default_s = None if shape == "trace" else 30.0  # a trace lasts as long as it is
@@ -92,6 +100,7 @@ def register(app: typer.Typer) -> None:
                             burstiness=burstiness, peak_rate=peak_rate, burst_s=burst_s,
                             gap_s=gap_s, trace=trace, trace_scale=trace_scale)
         schedule = build_schedule(spec)
+        options = RunOptions(max_in_flight=max_in_flight, seed=seed, spin_s=spin_ms / 1000)
         if schedule_only:
             _print_schedule(spec.to_dict(), schedule.stats().to_dict(), json_out)
             return
@@ -101,12 +110,12 @@ def register(app: typer.Typer) -> None:
         if api != "json" or slo is not None or sweep:
             stream = StreamArgs(api, slo, prompts, prompt_tokens, output_tokens, model_name,
                                 tokenizer, timeout_s, sweep, sweep_steps)
-            _run_streaming(target, spec, stream, max_in_flight, json_out)
+            _run_streaming(target, spec, stream, options, json_out)
             return
         policy_args = {"max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
                        "workers": workers, "max_queue": max_queue}
         built = _target(target, body_file, timeout_s, policy_args)
-        result = _run(schedule, built, max_in_flight, seed)
+        result = _run(schedule, built, options)
         _print_result(result)
         if json_out is not None:
             from infertune.cli._common import write_json
@@ -147,13 +156,12 @@ def _target(ref: str, body_file: Path | None, timeout_s: float,
                                                     policy.model_threads))
 
 
-def _run(schedule: Any, target: Any, max_in_flight: int | None, seed: int) -> Any:
+def _run(schedule: Any, target: Any, options: RunOptions) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from infertune.loadgen.runner import RunOptions, run_load
+    from infertune.loadgen.runner import run_load
 
-    options = RunOptions(max_in_flight=max_in_flight, seed=seed)
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
@@ -280,18 +288,16 @@ def _token_counter(folder: Path) -> Any:
     return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def _run_streaming(url: str, spec: Any, args: StreamArgs, max_in_flight: int | None,
+def _run_streaming(url: str, spec: Any, args: StreamArgs, options: RunOptions,
                    json_out: Path | None) -> None:
     from dataclasses import replace
 
     from infertune.loadgen.llm_sweep import sweep
-    from infertune.loadgen.runner import RunOptions
     from infertune.loadgen.schedules import build_schedule
     from infertune.loadgen.streaming_result import parse_slos, per_request
 
     slos = parse_slos(args.slo) if args.slo else []
     target = _stream_target(url, args)
-    options = RunOptions(max_in_flight=max_in_flight, seed=spec.seed)
     last: list[Any] = []  # the latest run's per-request records
 
     def run_at(rate: float) -> Any:

@@ -67,8 +67,10 @@ class RunOptions:
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ConfigError(f"max in-flight must be >= 1, got {self.max_in_flight}; "
                               "pass --max-in-flight 1 or more, or leave it out")
-        if self.spin_s < 0:
-            raise ConfigError(f"spin_s must be >= 0 seconds, got {self.spin_s}; 0 never spins")
+        if not self.spin_s >= 0:  # NaN too
+            raise ConfigError(f"the spin before a send must be >= 0 ms, got "
+                              f"{self.spin_s * 1000:g} ms; pass --spin-ms 0 (never spin), more, "
+                              "or inf (never sleep)")
 
 
 async def run_schedule(schedule: Schedule, target: Target, options: RunOptions | None = None,

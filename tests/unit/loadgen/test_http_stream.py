@@ -13,9 +13,12 @@ import itertools
 import json
 import selectors
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 
+import psutil
 import pytest
 
 from infertune.errors import ConfigError
@@ -215,8 +218,39 @@ def test_precise_loop_and_the_learned_spin_margin() -> None:
     assert max(early) <= 0.0  # never returns before the send is due
     assert SPIN_FLOOR_S <= margin <= 0.002 and never == 0.0
     new_precise_loop().close()
-    with pytest.raises(ConfigError, match="spin_s must be >= 0"):
-        RunOptions(spin_s=-0.001)
+    for bad in (-0.001, float("nan")):
+        with pytest.raises(ConfigError, match="must be >= 0 ms.*--spin-ms 0"):
+            RunOptions(spin_s=bad)
+
+
+def test_an_infinite_spin_never_sleeps_and_still_handles_replies() -> None:
+    """spin_s=inf (--spin-ms inf): the runner busy-waits for every send, so a core that would
+    wake late from idle never idles; the loop still runs other callbacks meanwhile."""
+    async def scenario() -> tuple[list[float], int, float]:
+        loop = asyncio.get_running_loop()
+        waker = _Waker(loop.time, cap_s=float("inf"))
+        sleeps = []
+        real_sleep = asyncio.sleep
+
+        async def counting_sleep(delay: float) -> None:
+            sleeps.append(delay)
+            await real_sleep(delay)
+
+        handled = []
+        loop.call_later(0.002, handled.append, 1)  # a "reply" due during the wait
+        asyncio.sleep = counting_sleep  # type: ignore[assignment]
+        try:
+            deadline = loop.time() + 0.005
+            await waker.wait_until(deadline)
+            late = loop.time() - deadline
+        finally:
+            asyncio.sleep = real_sleep  # type: ignore[assignment]
+        return sleeps, len(handled), late
+
+    with precise_runner() as runner:
+        sleeps, handled, late = runner.run(scenario())
+    assert sleeps and set(sleeps) == {0}  # only yields, never a timed sleep
+    assert handled == 1 and late >= 0.0
 
 
 def test_precise_selector_waits_to_the_microsecond_and_caps_events_per_wait() -> None:
@@ -353,3 +387,42 @@ def test_events_are_parsed_after_the_run_with_the_time_of_the_read_that_complete
     assert [r.status for r in settled] == ["200", "stream_error"]
     assert streams[1].status == "stream_error" and streams[1].token_s == [1.5]
     assert target._responses == {}  # the raw bytes are dropped once parsed
+
+
+@pytest.mark.timeout(60)
+def test_fake_server_with_spin_polls_instead_of_sleeping_and_still_streams() -> None:
+    """--spin keeps the server's core busy (its CPU time grows while it has nothing to do),
+    which is what keeps it on pace on a VM; the streams it sends are the same."""
+    def run(spin: bool) -> tuple[float, RawResponse]:
+        proc = subprocess.Popen([sys.executable, "-m", "infertune.loadgen.fake_llmserver",
+                                 "--port", "0", "--itl-ms", "1", *(["--spin"] if spin else [])],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            cpu = psutil.Process(proc.pid)
+            before = sum(cpu.cpu_times()[:2])
+            time.sleep(1.0)  # idle: nothing sent
+            idle_cpu = sum(cpu.cpu_times()[:2]) - before
+
+            async def one() -> RawResponse:
+                client = StreamClient(url + "v1/chat/completions", timeout_s=10,
+                                      clock=time.perf_counter)
+                body = json.dumps({"max_tokens": 4, "stream": True}).encode()
+                reply = await client.send(client.request_bytes("POST", body), 0.0)
+                await client.close()
+                return reply
+
+            return idle_cpu, asyncio.run(one())
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+    sleeping_cpu, sleeping = run(spin=False)
+    spinning_cpu, spinning = run(spin=True)
+    for reply in (sleeping, spinning):
+        assert reply.status == "200" and reply.complete
+        assert reply.body.count(b'" tok"') == 4
+    # one idle second: a sleeping loop uses next to no CPU, a polling one a large share of a
+    # core (less when the test shares its cores, hence the loose bound)
+    assert sleeping_cpu < 0.05 and spinning_cpu > 0.2, (sleeping_cpu, spinning_cpu)

@@ -31,6 +31,8 @@ def test_schedule_only_prints_statistics(tmp_path: Path, capsys: pytest.CaptureF
     (["--rate", "-5"], "rate must be > 0"),
     (["--duration", "soon"], "--duration 'soon' is not a duration; write it like 500ms"),
     (["--shape", "gamma", "--burstiness", "0"], "burstiness must be > 0"),
+    (["--spin-ms", "-1"], "must be >= 0 ms, got -1 ms; pass --spin-ms 0"),
+    (["--spin-ms", "nan"], "must be >= 0 ms, got nan ms; pass --spin-ms 0"),
 ])
 def test_bad_input_is_one_line_exit_1(args: list[str], expected: str,
                                       capsys: pytest.CaptureFixture) -> None:
