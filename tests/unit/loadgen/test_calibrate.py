@@ -49,19 +49,3 @@ def test_the_simulator_adds_outside_time_to_latency_without_occupying_a_worker()
     assert slowed.p50_ms == pytest.approx(15.0)
     with pytest.raises(ValueError, match="outside_ms has 3 entries"):
         simulate(arrivals, LinearServiceTime(10.0), policy, outside_ms=[1.0, 2.0, 3.0])
-
-
-def test_the_turnaround_fit_recovers_a_known_turnaround_from_the_batch_size() -> None:
-    from infertune.loadgen import ScheduleSpec, build_schedule
-    from infertune.loadgen.calibrate import Probe, fit_turnaround
-
-    schedule = build_schedule(ScheduleSpec(shape="poisson", rate=150, duration_s=20, seed=4))
-    policy = ServePolicy(max_batch_size=8, max_wait_ms=2, workers=1)
-    base = LinearServiceTime(2.0, per_item_ms=1.0)
-    truth = simulate(schedule, CalibratedServiceTime(base, 1.0, 1.5), policy).mean_batch_size
-    fitted = fit_turnaround(Probe(schedule, policy, truth), CalibratedServiceTime(base, 1.0))
-    assert fitted == pytest.approx(1.5, abs=0.3)
-    # batches already as large as measured with no turn-around: none is fitted
-    small = simulate(schedule, base, policy).mean_batch_size
-    assert fit_turnaround(Probe(schedule, policy, small * 0.9),
-                          CalibratedServiceTime(base, 1.0)) == 0.0
