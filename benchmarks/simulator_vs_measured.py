@@ -187,11 +187,14 @@ def main() -> None:
           f"{', '.join(f'{u:.1f}' for u in args.utilisations)}: "
           f"{'within' if within else 'NOT within'} +-20% at every load")
     if not within:
-        print("  sampling error alone " + ("could" if all(allowed) else "could not") +
-              " explain the miss: at " + ("every load" if all(allowed) else "some load") +
-              " the measured p95's 95% CI " + ("holds" if all(allowed) else "holds no") +
-              " a value the prediction is within +-20% of (run-to-run drift of the machine "
-              "is not in that CI)")
+        if all(allowed):
+            why = ("could explain the miss: at every load the measured p95's 95% CI holds a "
+                   "value the prediction is within +-20% of")
+        else:
+            why = ("cannot explain the miss: at some load the measured p95's 95% CI holds no "
+                   "value the prediction is within +-20% of")
+        print(f"  sampling error alone {why} (the machine's drift between runs is not in "
+              "that CI)")
 
     curve_speed(samples)
 
