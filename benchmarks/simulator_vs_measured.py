@@ -16,9 +16,14 @@ TensorAdapter. Steps, all in this one run on this machine:
      calibrated, then send the same schedule to the model served in-process by serve's own
      runtime (queue, batcher, deadlines; response cache off); print the p95s side by side
      and whether the calibrated prediction is within +-20% of the measurement at every load;
-  4. time a sweep of simulated policies.
+  4. steps 2-3 run twice by default, one after the other: with serve's cores idle between
+     requests, then kept awake (ServePolicy.keep_cores_awake: an idle-class spinner per core,
+     serve/keep_awake.py), each with its own probe, and the two verdicts are printed side by
+     side. On a VM a halted core wakes late, which the simulator does not model;
+  5. time a sweep of simulated policies.
 
     .venv/bin/python benchmarks/simulator_vs_measured.py [--duration 8] [--reps 60]
+        [--keep-cores-awake both|on|off]
 """
 
 from __future__ import annotations
@@ -100,18 +105,12 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--max-wait-ms", type=float, default=4.0)
     parser.add_argument("--utilisations", type=float, nargs=3, default=[0.4, 0.6, 0.8])
+    parser.add_argument("--keep-cores-awake", choices=["off", "on", "both"], default="both",
+                        help="serve with its cores kept awake (serve/keep_awake.py), not, or "
+                        "both one after the other (default)")
     args = parser.parse_args()
 
     from infertune.config import ServePolicy
-    from infertune.loadgen import (
-        EmpiricalServiceTime,
-        InProcessTarget,
-        ScheduleSpec,
-        build_schedule,
-        simulate,
-        summarise,
-    )
-    from infertune.loadgen.calibrate import CalibratedServiceTime, calibrate
 
     adapter = build_adapter(args.width)
     samples = measure_service(adapter, args.max_batch, args.reps)
@@ -125,6 +124,34 @@ def main() -> None:
     print(f"policy: max_batch_size={policy.max_batch_size} max_wait_ms={policy.max_wait_ms} "
           f"workers={policy.workers}")
     inputs = adapter.sample_inputs(64)  # type: ignore[attr-defined]
+    settings = {"off": [False], "on": [True], "both": [False, True]}[args.keep_cores_awake]
+    verdicts = {}
+    for awake in settings:
+        print(f"\n== cores kept awake (serve's keep_cores_awake): {'on' if awake else 'off'}")
+        verdicts[awake] = compare(adapter, samples, policy.model_copy(
+            update={"keep_cores_awake": awake}), capacity, inputs, args)
+    if len(verdicts) == 2:
+        print(f"\nside by side: within +-20% at every load with the cores kept awake: "
+              f"{'yes' if verdicts[True] else 'no'}; with idle cores: "
+              f"{'yes' if verdicts[False] else 'no'}")
+
+    curve_speed(samples)
+
+
+def compare(adapter: object, samples: dict[int, list[float]], policy: object, capacity: float,
+            inputs: list[object], args: argparse.Namespace) -> bool:
+    """Probe, calibrate, then predict and measure at each load; True when the calibrated
+    prediction is within +-20% of the measurement at every load."""
+    from infertune.loadgen import (
+        EmpiricalServiceTime,
+        InProcessTarget,
+        ScheduleSpec,
+        build_schedule,
+        simulate,
+        summarise,
+    )
+    from infertune.loadgen.calibrate import CalibratedServiceTime, calibrate
+
     probe_rate = rate_for_utilisation(0.5, capacity, samples, policy, args.duration)
     probe = build_schedule(ScheduleSpec(shape="poisson", rate=probe_rate,
                                         duration_s=args.duration, seed=99))
@@ -195,8 +222,7 @@ def main() -> None:
                    "value the prediction is within +-20% of")
         print(f"  sampling error alone {why} (the machine's drift between runs is not in "
               "that CI)")
-
-    curve_speed(samples)
+    return within
 
 
 async def run_and_record(schedule: object, target: object, timed: BatchTimes) -> list[object]:

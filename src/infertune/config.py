@@ -233,6 +233,9 @@ class ServePolicy(_Strict):
     # between operators and so slows down under the event loop's work (serve/model_processes.py),
     # threads for ONNX Runtime, which releases the GIL for a whole run.
     worker_kind: Literal["auto", "thread", "process"] = "auto"
+    # Spin an idle-class process on each core so no core halts between requests: on a virtual
+    # machine a halted core wakes late (serve/keep_awake.py). Linux only; the cores show busy.
+    keep_cores_awake: bool = False
     max_queue: int = Field(default=256, ge=1)
     timeout_ms: float | None = Field(default=None, gt=0)
     # layered cache: in-process LRU, then Redis when redis_url is set

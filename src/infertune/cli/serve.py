@@ -192,6 +192,10 @@ def register(app: typer.Typer) -> None:
         min_replicas: Annotated[int | None, typer.Option(
             "--min-replicas", min=1, help="with --engine ray: keep at least this many replicas "
             "warm, over the warm pool derived from the run's traffic")] = None,
+        keep_cores_awake: Annotated[bool, typer.Option(
+            "--keep-cores-awake", help="spin an idle-priority process on each core so none "
+            "halts between requests: on a VM a halted core wakes late, which adds to latency "
+            "(Linux; the cores show busy; serve.yaml: keep_cores_awake)")] = False,
         alerts_out: Annotated[Path | None, typer.Option(
             "--alerts-out", help="write Prometheus alert rules with thresholds from the run's "
             "SLO (and the served policy) to this file")] = None,
@@ -214,7 +218,8 @@ def register(app: typer.Typer) -> None:
 
             layers = {"max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
                       "max_queue": max_queue, "workers": workers, "redis_url": redis_url,
-                      "timeout_ms": timeout_ms, "api_key_env": api_key_env}
+                      "timeout_ms": timeout_ms, "api_key_env": api_key_env,
+                      "keep_cores_awake": keep_cores_awake or None}
             state = RoutingState(stable=stable, canary=canary, canary_weight=canary_weight,
                                  shadow=shadow)
 
@@ -243,7 +248,8 @@ def register(app: typer.Typer) -> None:
         policy = build_policy(report_policy, config, {
             "max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
             "max_queue": max_queue, "workers": workers, "redis_url": redis_url,
-            "timeout_ms": timeout_ms, "api_key_env": api_key_env})
+            "timeout_ms": timeout_ms, "api_key_env": api_key_env,
+            "keep_cores_awake": keep_cores_awake or None})
         warnings = exposure_warnings(host, policy, insecure_no_auth)
         warnings += int8_warnings(model_ref, detect(with_gpus=False))
         if alerts_out is not None:  # the generator and inputs `infertune export` uses
@@ -273,6 +279,7 @@ def register(app: typer.Typer) -> None:
         kind = "processes" if uses_processes(policy.worker_kind, adapter.info.runtime,
                                              source) else "threads"
         shown = f", {threads} model thread(s) per worker" if threads else ""
+        shown += ", cores kept awake" if policy.keep_cores_awake else ""
         typer.echo(f"serving {adapter.info.id} ({adapter.info.version}) on http://{host}:{port} "
                    f"— batch<={policy.max_batch_size}, wait<={policy.max_wait_ms} ms, "
                    f"queue<={policy.max_queue}, workers={policy.workers} ({kind}){shown}; "

@@ -38,6 +38,7 @@ from infertune.serve.batcher import (
 )
 from infertune.serve.cache import MISS, LayeredCache, LRUCache, RedisCache, cache_key, redis_client
 from infertune.serve.cascade import Cascade, Tier
+from infertune.serve.keep_awake import CoreSpinners
 from infertune.serve.metrics import STAGES, ServeMetrics
 from infertune.serve.model_processes import ModelProcesses, ModelSource, uses_processes
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
@@ -104,6 +105,7 @@ class ServeRuntime:
         self.processes = (ModelProcesses(model_source, policy.workers)
                           if uses_processes(policy.worker_kind, adapter.info.runtime, model_source)
                           and model_source is not None else None)
+        self.spinners = CoreSpinners() if policy.keep_cores_awake else None
 
     @property
     def worker_kind(self) -> Literal["thread", "process"]:
@@ -136,6 +138,8 @@ class ServeRuntime:
 
     async def start(self) -> None:
         m = self.metrics
+        if self.spinners is not None:
+            self.spinners.start()
         self.queue = RequestQueue(
             self.policy.max_queue, clock=self.clock,
             service_estimate=lambda: self.batcher.batch_estimate() if self.batcher else 0.0,
@@ -215,6 +219,8 @@ class ServeRuntime:
             await asyncio.gather(task, return_exceptions=True)
         if self.processes is not None:
             await self.processes.close()
+        if self.spinners is not None:
+            self.spinners.stop()
         if self.cache is not None and self.cache.redis is not None:
             await self.cache.redis.close()
 

@@ -129,3 +129,16 @@ def test_serve_help_states_the_default_overload_bound(capsys) -> None:
     text = " ".join(capsys.readouterr().out.split())
     assert "max(50 ms, max_wait_ms + 3 x the measured full-batch service time)" in text
     assert "--insecure-no-auth" in text and "--timeout-ms" in text
+
+
+def test_keep_cores_awake_from_serve_yaml_or_the_flag(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("keep_cores_awake: true\n")
+    assert build_policy({}, config, {"keep_cores_awake": None}).keep_cores_awake
+    assert build_policy({}, None, {"keep_cores_awake": True}).keep_cores_awake
+    assert not build_policy({}, None, {"keep_cores_awake": None}).keep_cores_awake  # default off
+    config.write_text("keep_cores_awake: sometimes\n")
+    with pytest.raises(ConfigError, match="keep_cores_awake"):
+        build_policy({}, config, {})
+    main(["serve", "--help"])
+    assert "--keep-cores-awake" in capsys.readouterr().out

@@ -1,0 +1,115 @@
+"""serve/keep_awake.py: an idle-class spinner per core while a runtime serves, gone after it, and
+gone when the server dies; refused with a clear error where Linux's SCHED_IDLE is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from infertune.config import ServePolicy
+from infertune.errors import ConfigError
+from infertune.serve import keep_awake
+from infertune.serve.keep_awake import CoreSpinners
+from infertune.serve.metrics import ServeMetrics
+from infertune.serve.runtime import ServeRuntime
+from infertune.serve.testing import GatedAdapter
+
+linux = pytest.mark.skipif(not keep_awake.supported(), reason="SCHED_IDLE is Linux's")
+
+
+def _wait_for(check, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def _settled(pid: int, core: int) -> bool:
+    """The child has pinned itself and switched to SCHED_IDLE (it does so right after start)."""
+    try:
+        return (os.sched_getscheduler(pid) == os.SCHED_IDLE
+                and os.sched_getaffinity(pid) == {core})
+    except ProcessLookupError:
+        return False
+
+
+@linux
+def test_one_idle_class_spinner_per_core_while_serving_and_none_after() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+
+    async def scenario() -> list[int]:
+        runtime = ServeRuntime(GatedAdapter(), ServePolicy(keep_cores_awake=True),
+                               clock=time.monotonic, metrics=ServeMetrics())
+        assert runtime.spinners is not None and runtime.spinners.pids == []  # not started
+        await runtime.start()
+        pids = runtime.spinners.pids
+        assert len(pids) == len(cores)
+        for pid, core in zip(pids, cores, strict=True):
+            assert _wait_for(lambda p=pid, c=core: _settled(p, c)), (pid, core)
+        await runtime.stop()
+        return pids
+
+    pids = asyncio.run(scenario())
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                   for p in pids)
+    plain = ServeRuntime(GatedAdapter(), ServePolicy(), clock=time.monotonic,
+                         metrics=ServeMetrics())
+    assert plain.spinners is None  # off by default
+
+
+@linux
+def test_a_spinner_uses_the_cpu_nothing_else_wants() -> None:
+    spinners = CoreSpinners(cores=[sorted(os.sched_getaffinity(0))[0]])
+    spinners.start()
+    try:
+        (pid,) = spinners.pids
+        proc = psutil.Process(pid)
+        before = sum(proc.cpu_times()[:2])
+        time.sleep(1.0)
+        # alone on an idle core it spins most of the second; under a busy suite it gets less
+        assert sum(proc.cpu_times()[:2]) - before > 0.05
+    finally:
+        spinners.stop()
+    assert spinners.pids == []
+
+
+@linux
+@pytest.mark.timeout(60)
+def test_spinners_exit_when_their_server_is_killed() -> None:
+    code = ("import sys, time\n"
+            "from infertune.serve.keep_awake import CoreSpinners\n"
+            "s = CoreSpinners(cores=[0]); s.start()\n"
+            "print(s.pids[0], flush=True)\n"
+            "time.sleep(60)\n")
+    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    child = int(server.stdout.readline())
+    assert psutil.pid_exists(child)
+    server.kill()  # no stop(): the child must notice its parent is gone
+    server.wait(timeout=10)
+
+    def gone() -> bool:
+        try:
+            return psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    assert _wait_for(gone), "a spinner outlived its server"
+
+
+def test_where_linux_scheduling_is_missing_it_is_a_clear_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(keep_awake, "supported", lambda: False)
+    with pytest.raises(ConfigError, match="keep_cores_awake needs Linux.*keep_cores_awake: false"):
+        CoreSpinners()
+    with pytest.raises(ConfigError, match="keep_cores_awake needs Linux"):
+        ServeRuntime(GatedAdapter(), ServePolicy(keep_cores_awake=True), clock=time.monotonic,
+                     metrics=ServeMetrics())
