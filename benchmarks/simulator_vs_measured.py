@@ -19,7 +19,8 @@ TensorAdapter. Steps, all in this one run on this machine:
   4. steps 2-3 run twice by default, one after the other: with serve's cores idle between
      requests, then kept awake (ServePolicy.keep_cores_awake: an idle-class spinner per core,
      serve/keep_awake.py), each with its own probe, and the two verdicts are printed side by
-     side. On a VM a halted core wakes late, which the simulator does not model;
+     side. On a VM a halted core wakes late, which the simulator does not model. In the awake
+     arm the isolated service times are measured with the spinners running too;
   5. time a sweep of simulated policies.
 
     .venv/bin/python benchmarks/simulator_vs_measured.py [--duration 8] [--reps 60]
@@ -84,7 +85,23 @@ class BatchTimes:
         self.batch_ms = {}
 
 
-def measure_service(adapter: object, max_batch: int, reps: int) -> dict[int, list[float]]:
+def measure_service(adapter: object, max_batch: int, reps: int,
+                    awake: bool = False) -> dict[int, list[float]]:
+    """Batch times of 1..max_batch alone, interleaved; ``awake``: with serve's core spinners
+    running meanwhile."""
+    from infertune.serve.keep_awake import CoreSpinners
+
+    spinners = CoreSpinners() if awake else None
+    if spinners is not None:
+        spinners.start()
+    try:
+        return _batch_times(adapter, max_batch, reps)
+    finally:
+        if spinners is not None:
+            spinners.stop()
+
+
+def _batch_times(adapter: object, max_batch: int, reps: int) -> dict[int, list[float]]:
     inputs = adapter.sample_inputs(max_batch)  # type: ignore[attr-defined]
     samples: dict[int, list[float]] = {b: [] for b in range(1, max_batch + 1)}
     for _ in range(3):  # warm-up
@@ -152,6 +169,11 @@ def compare(adapter: object, samples: dict[int, list[float]], policy: object, ca
     )
     from infertune.loadgen.calibrate import CalibratedServiceTime, calibrate
 
+    # The isolated service times are measured as the server will run: with its cores kept
+    # awake when it keeps them awake (a spinner on the model's core, even an idle-class one,
+    # costs the model some speed: the calibration must not count that as serving overhead).
+    awake = bool(getattr(policy, "keep_cores_awake", False))
+    samples = measure_service(adapter, args.max_batch, args.reps, awake)
     probe_rate = rate_for_utilisation(0.5, capacity, samples, policy, args.duration)
     probe = build_schedule(ScheduleSpec(shape="poisson", rate=probe_rate,
                                         duration_s=args.duration, seed=99))
@@ -179,7 +201,7 @@ def compare(adapter: object, samples: dict[int, list[float]], policy: object, ca
         rate = rate_for_utilisation(load, capacity, samples, policy, args.duration)
         schedule = build_schedule(ScheduleSpec(shape="poisson", rate=rate,
                                                duration_s=args.duration, seed=100 + i))
-        fresh = measure_service(adapter, args.max_batch, args.reps)
+        fresh = measure_service(adapter, args.max_batch, args.reps, awake)
         raw = simulate(schedule, EmpiricalServiceTime(fresh, seed=i), policy)
         predicted = simulate(schedule, CalibratedServiceTime(EmpiricalServiceTime(fresh, seed=i),
                                                              cal.slowdown),
