@@ -1,13 +1,14 @@
 """Keep the server's cores from idling (``ServePolicy.keep_cores_awake``), for virtual machines.
 
 Why: a virtual CPU with nothing to run halts, and the hypervisor resumes it late when a timer or
-a packet arrives for it. Every request wakes the event loop and a worker at least once, so at
-low and moderate load, where the cores idle between requests, each wake-up adds to latency. On a
-2-core AMD EPYC VM (session 4) a bare 0.2-3 ms timer sleep woke 0.3-9 ms late at p99, and
-``benchmarks/simulator_vs_measured.py`` measured the in-process server's p95 at 27-37 ms with
-idle cores against 22-33 ms with them kept awake, in alternating runs. The queueing simulator,
-which models queueing and service but not the hypervisor, predicted those p95s within +-20% at
-all three loads in 3 runs of 3 with the cores kept awake, and in 1 run of 9 without.
+a packet arrives for it. Every request wakes the event loop and a worker at least once, so where
+the cores idle between requests each wake-up adds to latency. On a 2-core AMD EPYC VM (session
+4) a bare 0.2-3 ms timer sleep woke 0.3-9 ms late at p99. ``benchmarks/simulator_vs_measured.py``
+serves a small model in process both ways, one after the other, in each run: in 5 runs the
+measured p95 was lower with the cores kept awake at 11 of 15 loads (at the lowest load, 0.4, in
+all 5: 23-29 ms against 23-37 ms), and the queueing simulator, which models queueing and
+service but not the hypervisor, predicted the p95 within +-20% at all three loads in 3 runs with
+the cores kept awake and in none with them idle.
 
 What: one child process per core the server may run on, pinned to that core, in Linux's lowest
 scheduling class (SCHED_IDLE), spinning. It runs only when nothing else wants the core, so the
