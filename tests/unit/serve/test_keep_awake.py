@@ -66,6 +66,7 @@ def test_one_idle_class_spinner_per_core_while_serving_and_none_after() -> None:
 
 
 @linux
+@pytest.mark.slow  # serial: beside busy test workers an idle-class task gets ~0.3 % of a core
 def test_a_spinner_uses_the_cpu_nothing_else_wants() -> None:
     spinners = CoreSpinners(cores=[sorted(os.sched_getaffinity(0))[0]])
     spinners.start()
@@ -74,7 +75,7 @@ def test_a_spinner_uses_the_cpu_nothing_else_wants() -> None:
         proc = psutil.Process(pid)
         before = sum(proc.cpu_times()[:2])
         time.sleep(1.0)
-        # alone on an idle core it spins most of the second; under a busy suite it gets less
+        # alone on an idle core it spins most of the second
         assert sum(proc.cpu_times()[:2]) - before > 0.05
     finally:
         spinners.stop()
@@ -82,7 +83,7 @@ def test_a_spinner_uses_the_cpu_nothing_else_wants() -> None:
 
 
 @linux
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 def test_spinners_exit_when_their_server_is_killed() -> None:
     code = ("import sys, time\n"
             "from infertune.serve.keep_awake import CoreSpinners\n"
@@ -102,7 +103,9 @@ def test_spinners_exit_when_their_server_is_killed() -> None:
         except psutil.NoSuchProcess:
             return True
 
-    assert _wait_for(gone), "a spinner outlived its server"
+    # it checks its parent every ~5 ms of its own CPU time, which an idle-class task gets
+    # slowly while the suite's other worker keeps the cores busy
+    assert _wait_for(gone, timeout_s=45.0), "a spinner outlived its server"
 
 
 def test_where_linux_scheduling_is_missing_it_is_a_clear_error(
