@@ -169,9 +169,9 @@ def compare(adapter: object, samples: dict[int, list[float]], policy: object, ca
     )
     from infertune.loadgen.calibrate import CalibratedServiceTime, calibrate
 
-    # The isolated service times are measured as the server will run: with its cores kept
-    # awake when it keeps them awake (a spinner on the model's core, even an idle-class one,
-    # costs the model some speed: the calibration must not count that as serving overhead).
+    # The isolated service times are measured as the server will run: with the spinners
+    # running when it keeps its cores awake. (Before this, the awake arm missed +-20% in 2 runs
+    # of 3, low each time; a spinner's cost to the model was not measured on its own.)
     awake = bool(getattr(policy, "keep_cores_awake", False))
     samples = measure_service(adapter, args.max_batch, args.reps, awake)
     probe_rate = rate_for_utilisation(0.5, capacity, samples, policy, args.duration)
