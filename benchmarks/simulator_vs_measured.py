@@ -34,6 +34,7 @@ import asyncio
 import time
 
 import numpy as np
+import psutil
 
 
 def build_adapter(width: int) -> object:
@@ -191,11 +192,14 @@ def compare(adapter: object, samples: dict[int, list[float]], policy: object, ca
           "fed the isolated service times; cal = the same, calibrated by the probe; "
           "ratio = pred/meas p95; srv p95 = measured p95 of queue + inference alone; "
           "post-hoc = the simulator fed the batch service times observed during the run (a "
-          "check of the queueing model alone, not a prediction)")
+          "check of the queueing model alone, not a prediction); run slowdown = this run's "
+          "batch times / the isolated ones measured just before it (the probe's figure, "
+          "measured at this load); steal % = the host's share of all cores during the run")
     print(f"{'load':>5} {'rate/s':>7} {'n':>6} {'raw p95':>8} {'cal p95':>8} {'meas p95':>9} "
           f"{'raw ratio':>9} {'cal ratio':>9} {'srv p95':>8} {'post-hoc':>8} "
           f"{'cal p50':>8} {'meas p50':>9} {'pred batch':>10} {'meas batch':>10} "
-          f"{'meas ok':>8} {'lag p99':>8} {'meas p95 95% CI':>16}")
+          f"{'meas ok':>8} {'lag p99':>8} {'meas p95 95% CI':>16} {'run slowdown':>12} "
+          f"{'steal %':>7}")
     ratios, allowed = [], []
     for i, load in enumerate(args.utilisations):
         rate = rate_for_utilisation(load, capacity, samples, policy, args.duration)
@@ -208,8 +212,16 @@ def compare(adapter: object, samples: dict[int, list[float]], policy: object, ca
                              policy, outside_ms=cal.outside_draws(len(schedule), seed=i))
         timed = BatchTimes(adapter)
         target = InProcessTarget(timed, policy, inputs)  # type: ignore[arg-type]
+        steal_before = psutil.cpu_times()
         records = asyncio.run(run_and_record(schedule, target, timed))
+        steal = steal_share(steal_before, psutil.cpu_times())
         measured = summarise(target.name, records, schedule.stats())
+        # the slowdown this run's own batches show against the isolated times measured just
+        # before it; far from the probe's, the machine changed between probe and run
+        in_run_slowdown = calibrate(
+            fresh, timed.batch_ms,
+            [(r.latency_ms, r.server_timing_ms) for r in records if r.status == "200"],
+            source="this run").slowdown
         server = [r.server_timing_ms["queue"] + r.server_timing_ms["inference"]
                   for r in records if r.status == "200"]
         in_run = EmpiricalServiceTime(timed.batch_ms, seed=i)
@@ -229,7 +241,7 @@ def compare(adapter: object, samples: dict[int, list[float]], policy: object, ca
               f"{predicted.p50_ms:8.2f} {measured.latency.p50:9.2f} "
               f"{predicted.mean_batch_size:10.2f} {target.mean_batch_size():10.2f} "
               f"{measured.ok:8d} {measured.client_lag_ms['p99']:8.2f} "
-              f"{f'{low:.2f}-{high:.2f}':>16}")
+              f"{f'{low:.2f}-{high:.2f}':>16} {in_run_slowdown:12.3f} {steal:7.2f}")
     within = all(0.8 <= r <= 1.2 for r in ratios)
     print(f"verdict: calibrated predicted p95 / measured p95 = "
           f"{', '.join(f'{r:.2f}' for r in ratios)} at loads "
@@ -245,6 +257,14 @@ def compare(adapter: object, samples: dict[int, list[float]], policy: object, ca
         print(f"  sampling error alone {why} (the machine's drift between runs is not in "
               "that CI)")
     return within
+
+
+def steal_share(before: object, after: object) -> float:
+    """Percent of all cores' time the hypervisor held them between two psutil.cpu_times()
+    (0 where the kernel reports no steal)."""
+    total = sum(after) - sum(before)  # type: ignore[call-overload]
+    stolen = getattr(after, "steal", 0.0) - getattr(before, "steal", 0.0)
+    return 100.0 * stolen / total if total > 0 else 0.0
 
 
 async def run_and_record(schedule: object, target: object, timed: BatchTimes) -> list[object]:
