@@ -137,7 +137,8 @@ def closed_loop(run: Path, seconds: float) -> str:
     inputs, source = heldout_inputs(record)
     port = sg.free_port()
     proc = start_run_server(run, port)
-    verdicts = []
+    verdicts: list[str] = []
+    percentile_ratios: list[tuple[str, float | None]] = []
     try:
         wait_ready(port, proc)
         config = httpx.get(f"http://127.0.0.1:{port}/v1/config", timeout=10).json()
@@ -155,6 +156,11 @@ def closed_loop(run: Path, seconds: float) -> str:
             tail_ratio = ours / theirs if theirs and np.isfinite(ours) else None
             verdict = judge(got, claimed)
             verdicts.append(verdict)
+            for name in slo:
+                report_ms = _value(point, "measured", name)
+                served_ms = val.stats.percentile(name)
+                percentile_ratios.append((f"{label} {name}", served_ms / report_ms
+                                          if report_ms and np.isfinite(served_ms) else None))
             ratio = f"{got / claimed:.2f}" if claimed else "n/a"
             print(f"{label:<5} {rate:6.1f} req/s  n={val.stats.requests:<5} "
                   f"p50={val.stats.p50_ms:7.1f} p95={val.stats.p95_ms:7.1f} "
@@ -177,6 +183,12 @@ def closed_loop(run: Path, seconds: float) -> str:
                             "run, so there is no goodput to compare there; the tail ratio "
                             "above is the comparison that remains"}[overall]
     print(f"VERDICT closed loop: target {overall}: {why}", flush=True)
+    # Not the target, but the promise behind it (serve = report), checkable when no
+    # goodput is: the served SLO percentiles against report.json's, measured at the same rates.
+    within = all(r is not None and abs(r - 1.0) <= TOLERANCE for _, r in percentile_ratios)
+    shown = ", ".join(f"{k} {'n/a' if r is None else f'{r:.2f}'}" for k, r in percentile_ratios)
+    print(f"served / report.json measured SLO percentiles: {shown}: "
+          f"{'all' if within else 'not all'} within +-20%", flush=True)
     return overall
 
 

@@ -35,6 +35,14 @@ def test_minilm_example_loads() -> None:
     assert scenario.missing_facts() == []
 
 
+def test_minilm_p99_100ms_example_is_the_demo_with_serve_goodputs_target() -> None:
+    demo = load_scenario(EXAMPLES / "minilm-cpu.yaml")
+    relaxed = load_scenario(EXAMPLES / "minilm-cpu-p99-100ms.yaml")
+    assert relaxed.slo.targets() == {"p99": 100.0}
+    assert relaxed.traffic == demo.traffic and relaxed.model == demo.model
+    assert relaxed.constraints == demo.constraints and relaxed.missing_facts() == []
+
+
 def test_reranker_example_loads() -> None:
     scenario = load_scenario(EXAMPLES / "reranker-t4.yaml")
     assert scenario.model.task == "reranking"

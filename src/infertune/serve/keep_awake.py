@@ -19,6 +19,14 @@ credits, and the machine draws more power. It is the in-process equivalent of bo
 
 Each child checks every few milliseconds that the server that started it is still its parent
 and exits when not, so a killed server leaves none behind.
+
+One spinner per core per machine, however many servers ask: a child spins only while it holds
+an exclusive lock on its core's file in ``lock_dir`` (flock, released by the kernel when the
+child dies). Several servers on one machine (Ray Serve replicas, optimize's finalists, a canary
+beside the stable release) each start a child per core; one spins and the others wait, trying
+the lock twice a second, so when its server goes another takes the core over. Where the lock
+file cannot be opened, the child spins anyway: a second idle-class spinner on a core costs
+nothing real work wants.
 """
 
 from __future__ import annotations
@@ -26,21 +34,37 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from infertune.errors import ConfigError
 
 # Runs in the child (python -I -S: no site, no user path; starts in ~20 ms). The inner loop
 # is ~5 ms of CPython between the parent checks.
 _SPIN = """
-import os, sys
-core, parent = int(sys.argv[1]), int(sys.argv[2])
+import fcntl, os, sys, time
+core, parent, lock_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 os.sched_setaffinity(0, {core})
 os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+try:
+    lock = os.open(lock_path, os.O_RDONLY | os.O_CREAT, 0o666)
+except OSError:
+    lock = None
 while os.getppid() == parent:
-    for _ in range(200_000):
-        pass
+    if lock is not None:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another server's child spins on this core
+            time.sleep(0.5)
+            continue
+    while os.getppid() == parent:
+        for _ in range(200_000):
+            pass
 """
+
+# Shared by every server on the machine, whoever runs it (sticky and world-writable, as /tmp).
+DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / "infertune-keep-awake"
 
 
 def supported() -> bool:
@@ -51,12 +75,17 @@ def supported() -> bool:
 class CoreSpinners:
     """The idle-class spinners of one server: ``start()`` one per core, ``stop()`` them all."""
 
-    def __init__(self, cores: Sequence[int] | None = None) -> None:
+    def __init__(self, cores: Sequence[int] | None = None,
+                 lock_dir: Path = DEFAULT_LOCK_DIR) -> None:
         if not supported():
             raise ConfigError("keep_cores_awake needs Linux (SCHED_IDLE and CPU affinity); "
                               "set keep_cores_awake: false on this system")
         self.cores = list(cores) if cores is not None else sorted(os.sched_getaffinity(0))
+        self.lock_dir = lock_dir
         self._procs: list[subprocess.Popen[bytes]] = []
+
+    def lock_path(self, core: int) -> Path:
+        return self.lock_dir / f"core-{core}.lock"
 
     @property
     def pids(self) -> list[int]:
@@ -65,9 +94,16 @@ class CoreSpinners:
     def start(self) -> None:
         if self._procs:
             return
+        try:
+            self.lock_dir.mkdir(mode=0o1777, exist_ok=True)
+            if self.lock_dir.stat().st_uid == os.getuid():
+                self.lock_dir.chmod(0o1777)  # mkdir's mode is cut by the umask
+        except OSError:
+            pass  # the children then spin without the lock (see the module's docstring)
         parent = str(os.getpid())
         self._procs = [subprocess.Popen([sys.executable, "-I", "-S", "-c", _SPIN, str(core),
-                                         parent], stdin=subprocess.DEVNULL,
+                                         parent, str(self.lock_path(core))],
+                                        stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                        for core in self.cores]
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -80,6 +81,45 @@ def test_a_spinner_uses_the_cpu_nothing_else_wants() -> None:
     finally:
         spinners.stop()
     assert spinners.pids == []
+
+
+def _lock_holder(path: Path) -> int | None:
+    """The pid holding an flock on ``path``, from /proc/locks (None when nobody does)."""
+    if not path.exists():
+        return None
+    inode = path.stat().st_ino
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if fields[1] == "FLOCK" and int(fields[5].rsplit(":", 1)[1]) == inode:
+            return int(fields[4])
+    return None
+
+
+@linux
+@pytest.mark.slow  # serial: beside busy test workers an idle-class child starts slowly
+@pytest.mark.timeout(120)
+def test_one_spinner_per_core_however_many_servers_ask(tmp_path: Path) -> None:
+    core = sorted(os.sched_getaffinity(0))[0]
+    first = CoreSpinners(cores=[core], lock_dir=tmp_path)
+    second = CoreSpinners(cores=[core], lock_dir=tmp_path)
+    lock = first.lock_path(core)
+    first.start()
+    try:
+        assert _wait_for(lambda: _lock_holder(lock) == first.pids[0], timeout_s=30.0)
+        second.start()
+        (waiting,) = second.pids
+        # settled in SCHED_IDLE, then asleep between tries of the lock: it does not spin
+        assert _wait_for(lambda: _settled(waiting, core)
+                         and psutil.Process(waiting).status() == psutil.STATUS_SLEEPING,
+                         timeout_s=30.0)
+        assert _lock_holder(lock) == first.pids[0]
+        first.stop()  # the first server goes: the second's child takes the core over
+        assert _wait_for(lambda: _lock_holder(lock) == waiting, timeout_s=30.0)
+        assert psutil.Process(waiting).status() != psutil.STATUS_SLEEPING or \
+            _wait_for(lambda: psutil.Process(waiting).status() != psutil.STATUS_SLEEPING)
+    finally:
+        first.stop()
+        second.stop()
 
 
 @linux
