@@ -8,6 +8,12 @@ INT8 model at p50 7.6 ms beside a spinning ONNX Runtime session, 3.7 ms without)
 production each model runs alone. Why ABBA: A,B,B,A puts each finalist at the same mean
 position in time, so a linear drift of the machine adds the same to both.
 
+No server sees a text twice: each arm's second segment at a rate sends the next bodies of the
+seeded order, not the first segment's again (the response cache, on as served, would answer a
+replay from memory; before session 5 it did, for half of every finalist's requests).
+``bodies`` per rate holds VISITS_PER_ARM sets of one schedule's length, and every arm gets the
+same set on the same visit, so the finalists still see the same texts.
+
 Per finalist, the two segments at one rate are pooled: latency percentiles over both segments'
 answered requests (from the intended send time), the achieved rate over both, and shed = every
 request not answered 2xx (429/503/504 and failures alike). Goodput at a rate is the achieved
@@ -116,6 +122,7 @@ class Confirmation:
     optimizer_pid: int  # this process: the client, never a server
     winner: str | None = None  # arm key
     notes: list[str] = field(default_factory=list)
+    seed: int | None = None  # of the schedules and the bodies' order, so a replay sends the same
 
     def arm(self, variant_id: str, policy_id: str) -> ServedArm | None:
         return next((a for a in self.arms if a.variant_id == variant_id
@@ -133,13 +140,16 @@ class Confirmation:
     def to_dict(self) -> dict[str, Any]:
         return {"order": list(self.order), "arms": [a.to_dict() for a in self.arms],
                 "seconds_per_rate": self.seconds_per_rate, "optimizer_pid": self.optimizer_pid,
-                "winner": self.winner, "notes": list(self.notes)}
+                "winner": self.winner, "notes": list(self.notes), "seed": self.seed}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Confirmation:
         return cls(list(data["order"]), [ServedArm.from_dict(a) for a in data["arms"]],
                    data["seconds_per_rate"], data["optimizer_pid"], data["winner"],
-                   list(data["notes"]))
+                   list(data["notes"]), data.get("seed"))  # no seed: a run before session 5
+
+
+VISITS_PER_ARM = 2  # abba_order runs each arm once forward and once backward
 
 
 def abba_order(arms: int) -> list[int]:
@@ -334,7 +344,13 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             drive_segment: Callable[..., Segment] = drive_http, request_timeout_s: float = 10.0,
             on_segment: Callable[[str, str], None] | None = None) -> Confirmation:
     """Start every finalist's server, drive the ready ones one at a time in ABBA order, stop
-    them all. A server that does not come up is recorded with the reason and left out."""
+    them all. A server that does not come up is recorded with the reason and left out.
+    ValueError when ``bodies`` holds fewer than VISITS_PER_ARM schedules' worth at a rate."""
+    for label, _, sched in rates:
+        if len(bodies.get(label, [])) < VISITS_PER_ARM * len(sched):
+            raise ValueError(f"confirm: {len(bodies.get(label, []))} bodies at {label}; each "
+                             f"arm visits a rate {VISITS_PER_ARM} times and must not send a "
+                             f"text twice, so pass {VISITS_PER_ARM} x {len(sched)}")
     procs = [launch(f, workdir) for f in finalists]
     arms = [ServedArm(f.variant_id, f.policy_id, None, None) for f in finalists]
     conf = Confirmation([], [], rates[0][2].duration_s if rates else 0.0, os.getpid())
@@ -355,11 +371,16 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
         labels = [(label, rate) for label, rate, _ in rates]
         by_label = {label: sched for label, _, sched in rates}
 
+        visits: Counter[tuple[int, str]] = Counter()
+
         def drive(index: int, label: str, rate: float) -> Segment:
             i = live[index]
             if on_segment is not None:
                 on_segment(arms[i].key, label)
-            return drive_segment(procs[i].url, by_label[label], bodies[label],
+            n, visit = len(by_label[label]), visits[(index, label)]
+            visits[(index, label)] += 1
+            return drive_segment(procs[i].url, by_label[label],
+                                 bodies[label][visit * n:(visit + 1) * n],
                                  timeout_s=request_timeout_s)
 
         if live:

@@ -10,6 +10,7 @@ from typing import Any
 
 from infertune.optimize.choice import floor_margin, variant_risk
 from infertune.optimize.confirm_served import (
+    VISITS_PER_ARM,
     Confirmation,
     Finalist,
     abba_order,
@@ -64,7 +65,8 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
     sc, seed = state.options.scenario, state.options.seed
     rates = [(label, rate, schedule_for(sc.traffic, rate, seed=seed, duration_s=seconds))
              for label, rate in (("mean", mean), ("peak", peak))]
-    bodies = {label: request_bodies(state.options.data.inputs, len(sched), seed=seed)
+    bodies = {label: request_bodies(state.options.data.inputs, VISITS_PER_ARM * len(sched),
+                                    seed=seed)
               for label, _, sched in rates}
     run = RunRecord.from_state(state)
     risks = {c.variant_id: LEVELS.index(variant_risk(c, floor_margin(run, c), _manifest(
@@ -86,6 +88,7 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
         state.skip(what, f"could not run it ({exc}); the recommendation's figures are the "
                    "in-process pre-screen's")
         return None
+    conf.seed = seed  # closed_loop.py replays these schedules and bodies
     state.confirmation = conf
     state.notes.extend(conf.notes)
     write_json(state.paths.root / "confirm" / "confirmation.json", conf.to_dict())

@@ -7,8 +7,11 @@ the cores idle between requests each wake-up adds to latency. On a 2-core AMD EP
 serves a small model in process both ways, one after the other, in each run: in 5 runs the
 measured p95 was lower with the cores kept awake at 11 of 15 loads (at the lowest load, 0.4, in
 all 5: 23-29 ms against 23-37 ms), and the queueing simulator, which models queueing and
-service but not the hypervisor, predicted the p95 within +-20% at all three loads in 3 runs with
-the cores kept awake and in none with them idle.
+service but not the hypervisor, predicted the p95 within +-20% at all three loads in every run
+with the cores kept awake (5 of 5, sessions 4-5) and in 3 of 18 with them idle. Session 5's runs
+also read the host's steal during each load (/proc/stat: time a virtual CPU was ready but not
+running, which includes its wake-up): 0.3-7.4 % of all cores, 3.7 % on average, with idle
+cores; 0.1-1.8 %, 0.8 % on average, with the cores kept awake (9 loads each).
 
 What: one child process per core the server may run on, pinned to that core, in Linux's lowest
 scheduling class (SCHED_IDLE), spinning. It runs only when nothing else wants the core, so the

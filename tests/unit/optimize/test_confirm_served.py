@@ -14,6 +14,7 @@ from test_run_record import record  # the RunRecord the run-record tests build
 from infertune.loadgen.result import RequestRecord
 from infertune.loadgen.schedules import Schedule, ScheduleSpec
 from infertune.optimize.confirm_served import (
+    VISITS_PER_ARM,
     Confirmation,
     Finalist,
     Segment,
@@ -148,6 +149,9 @@ def _schedule(seconds: float) -> Schedule:
     return Schedule(ScheduleSpec("constant", rate=10.0, duration_s=seconds), offsets, seconds)
 
 
+BODIES = {"mean": [{}] * 20, "peak": [{}] * 20}  # two visits of _schedule(1.0)'s 10 requests
+
+
 def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
         tmp_path: Path) -> None:
     finals = [Finalist("int8", "b4", {"max_batch_size": 4}, tmp_path / "int8"),
@@ -163,7 +167,7 @@ def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
         return seg([10.0] * len(schedule), duration_s=schedule.duration_s)
 
     rates = [("mean", 10.0, _schedule(1.0)), ("peak", 10.0, _schedule(1.0))]
-    conf = confirm(finals, rates, {"mean": [{}], "peak": [{}]}, workdir=tmp_path, slo=SLO,
+    conf = confirm(finals, rates, BODIES, workdir=tmp_path, slo=SLO,
                    cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0,
                    launch=_Fake, drive_segment=drive)
     assert conf.order == ["int8/b4", "fp32/b1", "fp32/b1", "int8/b4"]
@@ -182,7 +186,7 @@ def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
     assert Confirmation.from_dict(conf.to_dict()).to_dict() == conf.to_dict()
     # every server failing: nothing confirmed, no winner
     _Fake.fail = {"int8", "fp32", "bad"}
-    none = confirm(finals, rates, {"mean": [{}], "peak": [{}]}, workdir=tmp_path, slo=SLO,
+    none = confirm(finals, rates, BODIES, workdir=tmp_path, slo=SLO,
                    cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0,
                    launch=_Fake, drive_segment=drive)
     assert none.winner is None and none.order == [] and len(none.notes) == 3
@@ -193,7 +197,7 @@ def test_confirm_pools_abba_segments_and_records_a_server_that_did_not_start(
         return seg([10.0] * len(schedule), ["503"] * len(schedule), schedule.duration_s)
 
     _Fake.fail = {"fp32", "bad"}
-    shed = confirm(finals, rates, {"mean": [{}], "peak": [{}]}, workdir=tmp_path, slo=SLO,
+    shed = confirm(finals, rates, BODIES, workdir=tmp_path, slo=SLO,
                    cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0,
                    launch=_Fake, drive_segment=refusing)
     assert shed.order == ["int8/b4", "int8/b4"] and shed.winner == "int8/b4"
@@ -257,3 +261,33 @@ def test_the_report_takes_the_confirmed_figures_and_labels_the_fallback(tmp_path
     # the mean rate was not driven in this record: no figure rather than a borrowed one
     mean = next(p for p in check.points if p.label == "mean")
     assert mean.measured is None or mean.measured.p99 is None
+
+
+def test_no_server_is_sent_a_text_twice_and_every_arm_the_same_texts(tmp_path: Path) -> None:
+    # the response cache is on as served: a replayed text would be answered from memory
+    finals = [Finalist("int8", "b4", {"max_batch_size": 4}, tmp_path / "int8"),
+              Finalist("fp32", "b1", {"max_batch_size": 1}, tmp_path / "fp32")]
+    _Fake.fail = set()
+    sent: dict[str, list[list[str]]] = {}
+
+    def drive(url: str, schedule: Schedule, bodies: list[dict[str, Any]],
+              timeout_s: float) -> Segment:
+        assert len(bodies) == len(schedule)
+        sent.setdefault(url, []).append([b["inputs"][0] for b in bodies])
+        return seg([10.0] * len(schedule), duration_s=schedule.duration_s)
+
+    rates = [("mean", 10.0, _schedule(1.0))]
+    texts = [f"sentence {i}" for i in range(15)]
+    bodies = {"mean": request_bodies(texts, VISITS_PER_ARM * 10, seed=3)}
+    confirm(finals, rates, bodies, workdir=tmp_path, slo=SLO, cost_per_hour_usd=0.1,
+            risk=lambda v: 0, start_timeout_s=1.0, launch=_Fake, drive_segment=drive)
+    assert len(sent) == 2
+    for segments in sent.values():
+        flat = [t for segment in segments for t in segment]
+        assert len(flat) == 20 and len(set(flat)) == 20  # two visits, no text repeated
+    first, second = sent.values()
+    assert first == second  # the same texts, visit by visit
+    with pytest.raises(ValueError, match="10 bodies at mean.*pass 2 x 10"):
+        confirm(finals, rates, {"mean": bodies["mean"][:10]}, workdir=tmp_path, slo=SLO,
+                cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0, launch=_Fake,
+                drive_segment=drive)
