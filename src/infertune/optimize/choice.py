@@ -157,10 +157,22 @@ def measured_winner(run: RunRecord) -> Candidate | None:
     return next((c for c in run.candidates if c.variant_id == run.sweep.variant_id), None)
 
 
-def best_adapter(state: RunState) -> tuple[str, Adapter]:
-    """The variant the report will recommend, and its adapter (the baseline when none)."""
+def best_variant_id(state: RunState) -> str:
+    """The variant the report will recommend (the baseline's id when none)."""
     run = RunRecord.from_state(state)
     best = recommended_candidate(run, measured_inside_slo(run))
     if best is not None:
-        return best.variant_id, state.adapters[best.variant_id]
-    return state.baseline_variant_id or "baseline", state.baseline
+        return best.variant_id
+    return state.baseline_variant_id or "baseline"
+
+
+def adapter_of(state: RunState, variant_id: str) -> Adapter:
+    """A variant's adapter (loading it releases the variant loaded before), or the baseline's
+    for an id that names no screened variant."""
+    return state.adapters[variant_id] if variant_id in state.adapters else state.baseline
+
+
+def best_adapter(state: RunState) -> tuple[str, Adapter]:
+    """The variant the report will recommend, and its adapter (the baseline when none)."""
+    variant_id = best_variant_id(state)
+    return variant_id, adapter_of(state, variant_id)

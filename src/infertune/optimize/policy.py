@@ -18,7 +18,12 @@ from infertune.measure.stages import time_requests
 from infertune.models import load
 from infertune.models.base import Adapter
 from infertune.optimize.cascade import CascadeNotApplicable, evaluate_cascade, right_size
-from infertune.optimize.choice import best_adapter, measured_inside_slo, ranked_variants
+from infertune.optimize.choice import (
+    adapter_of,
+    best_variant_id,
+    measured_inside_slo,
+    ranked_variants,
+)
 from infertune.optimize.confirm_stage import confirm_as_served, confirm_reserve_s, scenario_rates
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import NEED_QUICK_S, Budget, Progress, measure_against_baseline
@@ -86,27 +91,31 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
         state.skip("serving-policy sweep", "the scenario states no request rate; set "
                    "traffic.mean_rps (and peak_rps)")
         return
-    swept: list[tuple[Sweep, Adapter]] = []
-    for i, (variant_id, adapter) in enumerate(finalists(state)):
+    swept: list[Sweep] = []
+    for i, variant_id in enumerate(finalists(state)):
         if i > 0 and not budget.allows(NEED_FINALIST_S + confirm_reserve_s(state, budget)):
             state.skip(f"joint search over {variant_id}", "time budget exhausted; the search "
                        "compared policies for the first variant only", NEED_FINALIST_S)
             continue
+        # loaded now (and the previous finalist released): its curve is timed with no other
+        # variant's threads left spinning in this process (VariantAdapters)
+        adapter = adapter_of(state, variant_id)
         one = _sweep_variant(state, progress, variant_id, adapter, mean, peak)
         _validate(state, budget, progress, adapter, one.result, mean, peak)
+        del adapter
         rerank_measured(one.result)
-        swept.append((one, adapter))
+        swept.append(one)
     if not swept:
         return
     # only load-tested finalists compete on their measurements; with none, the first stands
-    tested = [one for one, _ in swept if one.result.best.validated_peak is not None
+    tested = [one for one in swept if one.result.best.validated_peak is not None
               or one.result.best.validated_mean is not None]
     best = (min(tested, key=lambda one: measured_key(one.result.best, one.result.slo))
-            if tested else swept[0][0])
+            if tested else swept[0])
     # the in-process load tests were the pre-screen; served in its own process decides
-    served = confirm_as_served(state, budget, progress, [one.result for one, _ in swept])
-    best = next((one for one, _ in swept if one.result.variant_id == served), best)
-    state.finalist_sweeps = [s.result for s, _ in swept]
+    served = confirm_as_served(state, budget, progress, [one.result for one in swept])
+    best = next((one for one in swept if one.result.variant_id == served), best)
+    state.finalist_sweeps = [s.result for s in swept]
     state.sweep, state.curve, state.contention = best.result, best.curve, best.contention
     state.load_curves = best.load_curves
     cores = state.hardware.effective_cores if state.hardware is not None else 1
@@ -114,7 +123,7 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
     state.right_sizing = right_size(peak, best.result.best.goodput_rps, cores, cost)
     write_json(state.paths.serving, {
         "variant_id": best.result.variant_id, "sweep": best.result.to_dict(),
-        "finalists": [s.result.to_dict() for s, _ in swept], "curve": best.curve.to_dict(),
+        "finalists": [s.result.to_dict() for s in swept], "curve": best.curve.to_dict(),
         "contention": best.contention.to_dict(), "overhead_ms": best.overhead_ms,
         "validations": {k: v.to_dict() for k, v in state.validations.items()},
         "right_sizing": state.right_sizing.to_dict() if state.right_sizing else None})
@@ -131,20 +140,20 @@ class Sweep:
     overhead_ms: float
 
 
-def finalists(state: RunState) -> list[tuple[str, Adapter]]:
+def finalists(state: RunState) -> list[str]:
     """The chosen variant first, then the next-ranked variant that also passes the floor and
     is measurably faster (not with --quick): the batch-1 ranking picks them, the serving
-    measurement decides between them."""
-    first = best_adapter(state)
+    measurement decides between them. Ids, not adapters: each is loaded when its turn comes."""
+    first = best_variant_id(state)
     out = [first]
     if state.options.quick:
         return out
     run = RunRecord.from_state(state)
     for r in ranked_variants(run, measured_inside_slo(run)):
         c, t = r.item, r.item.best_timing
-        if (c.variant_id != first[0] and c.quality_verdict == "pass" and r.within_risk_budget
+        if (c.variant_id != first and c.quality_verdict == "pass" and r.within_risk_budget
                 and t is not None and t.measurably_faster and c.variant_id in state.adapters):
-            out.append((c.variant_id, state.adapters[c.variant_id]))
+            out.append(c.variant_id)
             break
     return out
 

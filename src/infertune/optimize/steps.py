@@ -272,8 +272,8 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
             continue
         screened += 1
         progress.tick(f"screening {b.variant_id}")
-        adapter = load(b.path)
-        state.adapters[b.variant_id] = adapter
+        state.adapters.add(b.variant_id, b.path)
+        adapter = state.adapters[b.variant_id]  # releases the variant screened before it
         ref_name, ref_ms = (best[0], best[1]) if best is not None else (
             "the baseline", _base_samples(state, len(state.base_samples)))
         var_ms, stopped = time_sequential(adapter.predict, state.requests,
@@ -294,6 +294,7 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
             best = (b.variant_id, var_ms)
         write_json(b.path / "latency.json", {"quick": cand.quick.to_dict()})
         state.candidates.append(cand)
+        del adapter  # so loading the next variant frees this one (VariantAdapters)
 
 
 def _base_samples(state: RunState, n: int) -> list[float]:
@@ -326,6 +327,7 @@ def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
         cand.proper = measure_against_baseline(
             run_interleaved, state.baseline.predict, adapter.predict, cand.variant_id,
             state.requests, kind="proper", budget_s=per, seed=state.options.seed + 1)
+        del adapter  # so loading the next survivor frees this one (VariantAdapters)
         built = state.built_variant(cand.variant_id)
         folder = built.path if built is not None else None
         if folder is not None:
