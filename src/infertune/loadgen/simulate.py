@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -127,11 +127,14 @@ class SimResult:
 def simulate(arrivals: Schedule | np.ndarray | Sequence[float], service: ServiceTime,
              policy: ServePolicy, *, seq_lens: Sequence[int] | np.ndarray | None = None,
              duration_s: float | None = None,
-             outside_ms: Sequence[float] | np.ndarray | None = None) -> SimResult:
+             outside_ms: Sequence[float] | np.ndarray | None = None,
+             concurrency: Callable[[int], float] | None = None) -> SimResult:
     """Simulate ``policy`` serving requests that arrive at ``arrivals`` (seconds, sorted).
     ``outside_ms``, one value per arrival, is time a request spends outside the queue and the
     model (event loop, thread hand-offs, HTTP; see calibrate.py): added to its latency, it
-    occupies no worker."""
+    occupies no worker. ``concurrency(n)`` is the slowdown of a batch that starts while ``n``
+    workers (itself included) are busy, e.g. optimize's measured Contention.factor; None: the
+    service times hold however many batches run at once."""
     if isinstance(arrivals, Schedule):
         duration_s = arrivals.duration_s if duration_s is None else duration_s
         arrivals = arrivals.offsets_s
@@ -143,7 +146,7 @@ def simulate(arrivals: Schedule | np.ndarray | Sequence[float], service: Service
     if outside_ms is not None and len(outside_ms) != arr.size:
         raise ValueError(f"outside_ms has {len(outside_ms)} entries for {arr.size} arrivals")
     lens = list(seq_lens) if seq_lens is not None else None
-    out = _run(arr.tolist(), _service_fn(service), policy, lens)
+    out = _run(arr.tolist(), _service_fn(service), policy, lens, concurrency)
     latencies, waits, rejected, shed, busy, batches, end, served = out
     span = max(end, duration_s or 0.0, float(arr[-1]) if arr.size else 0.0)
     lat = np.asarray(latencies) * 1000.0
@@ -190,7 +193,8 @@ def _service_fn(service: ServiceTime) -> Any:
     return cached
 
 
-def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] | None
+def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] | None,
+         concurrency: Callable[[int], float] | None = None
          ) -> tuple[list[float], list[float], int, int, float, int, float, list[int]]:
     """The event loop. Returns latencies, waits (s), rejected, shed, busy time, batches, end,
     and the index of the arrival each latency belongs to."""
@@ -234,6 +238,10 @@ def _run(arr: list[float], service_s: Any, policy: ServePolicy, lens: list[int] 
             batch = [queue.popleft() for _ in range(k)]
             seq = max(lens[j] for j in batch) if lens is not None else None
             s = service_s(k, seq)
+            if concurrency is not None:
+                # the slowdown of the workers running now, itself included: two workers share
+                # the cores only while both run, so at low load a batch runs as fast as alone
+                s *= concurrency(1 + sum(1 for t in free if t > td))
             done = td + s
             heapq.heappush(free, done)
             busy += s

@@ -123,16 +123,6 @@ def measure_contention(call: Callable[[], Any], workers: Sequence[int], *, calls
     return Contention(factors, batch_size=1, samples=calls)
 
 
-class _Scaled:
-    """A service curve slowed by a contention factor (the ServiceTime protocol)."""
-
-    def __init__(self, curve: Any, factor: float) -> None:
-        self.curve, self.factor = curve, factor
-
-    def latency_ms(self, batch_size: int, seq_len: int | None = None) -> float:
-        return self.curve.latency_ms(batch_size, seq_len) * self.factor
-
-
 def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention | None = None,
                    seq_lens: Sequence[int] | None = None, seed: int = 0,
                    overhead_ms: float = 0.0) -> SimulateFn:
@@ -157,9 +147,8 @@ def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention 
             schedules[key] = schedule_for(traffic, rate, seed=seed)
         sched = schedules[key]
         per_req = (rng.choice(lens, size=len(sched)) if lens is not None else None)
-        factor = contention.factor(policy.workers) if contention else 1.0
-        service = _WithOverhead(_Scaled(curve, factor))
-        res = simulate(sched, service, policy, seq_lens=per_req)
+        res = simulate(sched, _WithOverhead(curve), policy, seq_lens=per_req,
+                       concurrency=contention.factor if contention else None)
         return sim_stats(res, rate)
 
     return run

@@ -103,6 +103,22 @@ def test_two_workers_run_in_parallel() -> None:
     assert sorted([r.p50_ms, r.mean_ms]) == pytest.approx([10.0, 40 / 3])  # 10, 10, 20
 
 
+def test_workers_slow_each_other_only_while_both_run() -> None:
+    # contention measured as 1.5x for two workers at once: a batch pays it when it starts
+    # beside a running one, never when it runs alone
+    policy = ServePolicy(max_batch_size=1, max_wait_ms=0, workers=2)
+    factor = {1: 1.0, 2: 1.5}.__getitem__
+    apart = simulate([0.0, 1.0], LinearServiceTime(base_ms=10.0), policy, concurrency=factor)
+    assert apart.p50_ms == pytest.approx(10.0) and apart.mean_ms == pytest.approx(10.0)
+    # the second starts at 5 ms while the first runs (until 10 ms): 15 ms of service
+    together = simulate([0.0, 0.005], LinearServiceTime(base_ms=10.0), policy,
+                        concurrency=factor)
+    assert together.mean_ms == pytest.approx((10.0 + 15.0) / 2)
+    # without a concurrency model the service times hold
+    plain = simulate([0.0, 0.005], LinearServiceTime(base_ms=10.0), policy)
+    assert plain.mean_ms == pytest.approx(10.0)
+
+
 def test_no_batching_window_while_another_worker_is_idle() -> None:
     # as serve's batcher: with a second worker idle, waiting 50 ms could only delay the request
     policy = ServePolicy(max_batch_size=8, max_wait_ms=50, workers=2)

@@ -13,7 +13,9 @@ from infertune.optimize.sweep import (
     cost_per_1k,
     goodput,
     instances_needed,
+    measured_key,
     policy_id,
+    rank_key,
     rerank_measured,
     sweep,
 )
@@ -113,3 +115,41 @@ def test_the_measurement_decides_among_the_load_tested_policies() -> None:
     order = [r.policy_id for r in again.ranked]
     rerank_measured(again)
     assert [r.policy_id for r in again.ranked] == order
+
+
+def _policy_result(workers: int, peak: SimStats, mean: SimStats) -> PolicyResult:
+    policy = ServePolicy(max_batch_size=1, max_wait_ms=0.0, workers=workers, max_queue=64)
+    return PolicyResult(policy_id(policy), policy.model_dump(mode="json"), mean, peak)
+
+
+def test_when_the_slo_is_missed_a_shed_counts_against_a_policy_before_its_tail() -> None:
+    # the demo's case: one worker behind a long input sheds the requests queued after it and
+    # answers the rest fast; two workers answer nearly all of them, a little later
+    slo = {"p95": 15.0, "p99": 30.0}
+    one = _policy_result(1, SimStats(60.0, 10.0, 32.0, 45.0, shed=0.09),
+                         SimStats(20.0, 7.0, 30.0, 41.0, shed=0.04))
+    two = _policy_result(2, SimStats(60.0, 11.0, 38.0, 58.0, shed=0.03),
+                         SimStats(20.0, 8.0, 35.0, 50.0, shed=0.01))
+    assert min([one, two], key=lambda r: rank_key(r, slo)) is two
+    # the same rule on the load-tested figures
+    one.validated_peak, one.validated_mean = one.at_peak, one.at_mean
+    two.validated_peak, two.validated_mean = two.at_peak, two.at_mean
+    assert min([one, two], key=lambda r: measured_key(r, slo)) is two
+    # a policy that keeps the SLO still comes first, whatever the others shed
+    keeper = _policy_result(1, SimStats(60.0, 5.0, 12.0, 20.0, shed=0.005),
+                            SimStats(20.0, 4.0, 10.0, 15.0, shed=0.0))
+    assert min([one, two, keeper], key=lambda r: rank_key(r, slo)) is keeper
+    # both keep it: sheds (<= 1% each) do not matter, the tail at peak does
+    close = _policy_result(2, SimStats(60.0, 5.0, 12.0, 18.0, shed=0.009),
+                           SimStats(20.0, 4.0, 10.0, 15.0, shed=0.0))
+    assert min([keeper, close], key=lambda r: rank_key(r, slo)) is close
+
+
+def test_a_rate_not_load_tested_ranks_behind_one_measured_missing_the_slo() -> None:
+    slo = {"p99": 30.0}
+    tested = _policy_result(1, SimStats(60.0, 10.0, 32.0, 45.0, shed=0.2),
+                            SimStats(20.0, 7.0, 30.0, 41.0, shed=0.1))
+    untested = _policy_result(2, SimStats(60.0, 5.0, 12.0, 20.0, shed=0.0),
+                              SimStats(20.0, 4.0, 10.0, 15.0, shed=0.0))
+    tested.validated_peak, tested.validated_mean = tested.at_peak, tested.at_mean
+    assert min([untested, tested], key=lambda r: measured_key(r, slo)) is tested

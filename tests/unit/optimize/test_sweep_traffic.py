@@ -43,13 +43,20 @@ def test_spiky_keeps_the_mean_rate_with_peak_over_mean_bursts() -> None:
 def test_simulator_bridge_adds_overhead_and_contention() -> None:
     traffic = TrafficFacts(pattern="steady", mean_rps=5, peak_rps=5)
     policy = ServePolicy(max_batch_size=1, max_wait_ms=0.0, workers=2)
+    contention = Contention({1: 1.0, 2: 2.0}, 1, 5)
     plain = make_simulator(FlatCurve(), traffic)(policy, 1.0)
-    slowed = make_simulator(FlatCurve(), traffic, contention=Contention({1: 1.0, 2: 2.0}, 1, 5),
-                            overhead_ms=1.0)(policy, 1.0)
-    # at 1 req/s on 2 workers requests almost never queue: p50 is the service time
+    overhead = make_simulator(FlatCurve(), traffic, overhead_ms=1.0)
+    slowed = make_simulator(FlatCurve(), traffic, contention=contention, overhead_ms=1.0)
+    # at 1 req/s on 2 workers requests almost never overlap: p50 is the service time plus the
+    # overhead, and the contention of two workers at once does not apply
     assert plain.p50_ms == pytest.approx(2.5, rel=0.01)
-    assert slowed.p50_ms == pytest.approx(2.5 * 2.0 + 1.0, rel=0.01)
+    assert slowed(policy, 1.0).p50_ms == pytest.approx(2.5 + 1.0, rel=0.01)
     assert plain.shed == 0.0 and plain.requests > 0
+    # at 400 req/s both workers run most of the time: 3.5 ms each would keep up (70% busy),
+    # slowed 2x by each other they cannot
+    busy_alone, busy_slowed = overhead(policy, 400.0), slowed(policy, 400.0)
+    assert busy_alone.shed == 0.0 and busy_alone.p50_ms < 10.0
+    assert busy_slowed.p50_ms > 2 * busy_alone.p50_ms
 
 
 def test_contention_extrapolates_linearly_beyond_measured_workers() -> None:
