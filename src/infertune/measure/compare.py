@@ -216,7 +216,8 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
                     on_trial: Callable[[int, float], None] | None = None,
                     before_block: Callable[[str], None] | None = None,
                     block_warmup: int | None = None,
-                    names: tuple[str, str] = ("A", "B")) -> ComparisonResult:
+                    names: tuple[str, str] = ("A", "B"),
+                    self_timed: bool = False) -> ComparisonResult:
     """Warm both, then trials of one A block and one B block in random order, until the
     verdict is conclusive or ``budget_s`` is spent. Looks happen at ``max(min_trials,
     MIN_BLOCK_TRIALS)`` trials and then each time the trial count doubles, once there are
@@ -236,7 +237,11 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
     this one's weights from the caches and parked its threads: on minilm (2-core EPYC) the
     first ONNX Runtime INT8 call after a torch block took 2.2-2.5x its steady time and the
     next few 1.3-1.9x, the torch side's first four 1.6-2.3x. A model served alone in its
-    process never pays that, so it is not billed to the measured requests."""
+    process never pays that, so it is not billed to the measured requests.
+
+    ``self_timed``: each call returns the seconds it took, measured where it ran (an
+    ArmProcess times ``predict`` in its own process); those are the samples, not the time the
+    call took here."""
     if not requests:
         raise ValueError("no requests to compare on")
     rng = np.random.default_rng(seed)
@@ -268,8 +273,9 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
                 for j in range(block_size):
                     req = requests[(trial * block_size + j) % len(requests)]
                     t0 = clock()
-                    calls[side](req)
-                    samples[side].append((clock() - t0) * 1000.0)
+                    took = calls[side](req)
+                    samples[side].append(
+                        (float(took) if self_timed else clock() - t0) * 1000.0)
         trial += 1
         elapsed = clock() - start
         if on_trial is not None:

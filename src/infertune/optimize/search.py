@@ -91,6 +91,13 @@ class Skipped:
         return cls(**data)
 
 
+# Where the two sides of an interleaved comparison ran (Timing.where): in their own processes
+# as served, or both in the optimizer's process (--quick, or a model that cannot be loaded
+# again in another process), where each disturbs the other's threads and caches.
+OWN_PROCESSES = "each side in its own process"
+ONE_PROCESS = "both in one process"
+
+
 @dataclass
 class Timing:
     """Latency of one variant against the baseline from one interleaved comparison."""
@@ -111,6 +118,7 @@ class Timing:
     verdict: str
     seconds: float
     latencies_ms: list[float] = field(default_factory=list, repr=False)  # for the CDF plot
+    where: str = ONE_PROCESS  # OWN_PROCESSES or ONE_PROCESS
 
     @property
     def speedup_p95(self) -> float:
@@ -155,16 +163,21 @@ def timing_from(variant_id: str, kind: str, result: Any) -> Timing:
 def measure_against_baseline(compare: Compare, baseline_call: Callable[[Sequence[Any]], Any],
                              variant_call: Callable[[Sequence[Any]], Any], variant_id: str,
                              requests: Sequence[Sequence[Any]], *, kind: str, budget_s: float,
-                             seed: int = 0, keep_samples: bool = False) -> Timing:
-    """Interleaved trials of baseline (A) and variant (B) on the same requests."""
+                             seed: int = 0, keep_samples: bool = False,
+                             own_processes: bool = False) -> Timing:
+    """Interleaved trials of baseline (A) and variant (B) on the same requests.
+    ``own_processes``: the calls are ArmProcesses, which return the time each request took in
+    its own process."""
     quick = kind == "quick"
+    extra = {"self_timed": True} if own_processes else {}
     # blocks of up to 20 requests (the runner shrinks them so one block takes about
     # target_block_s): enough samples per side for a p95 even when the baseline is slow
     result = compare(baseline_call, variant_call, requests, budget_s=budget_s,
                      block_size=10 if quick else 20, min_trials=8 if quick else 20,
                      warmup=3 if quick else 5, seed=seed, target_block_s=2.0,
-                     names=("baseline", variant_id))
+                     names=("baseline", variant_id), **extra)
     timing = timing_from(variant_id, kind, result)
+    timing.where = OWN_PROCESSES if own_processes else ONE_PROCESS
     return timing
 
 

@@ -43,7 +43,8 @@ def rated(rating: Rating) -> Rated:
 def latency_impact(cand: Candidate, hardware: str) -> Impact:
     t = cand.best_timing
     assert t is not None
-    what = f"{t.kind} interleaved A/B against the baseline, batch 1, held-out inputs"
+    what = (f"{t.kind} interleaved A/B against the baseline ({t.where}), batch 1, "
+            "held-out inputs")
 
     def fig(ratio: float, ci: tuple[float, float] | None = None) -> Figure:
         return Figure.measured(pct(ratio), "% change", hardware, t.samples, what=what)

@@ -54,7 +54,8 @@ def plots(run: RunRecord) -> PlotData:
         t = c.best_timing
         if t is None:
             continue
-        basis = f"{t.kind} interleaved A/B measured on {hw} with {t.samples} samples"
+        basis = (f"{t.kind} interleaved A/B ({t.where}) measured on {hw} with "
+                 f"{t.samples} samples")
         if not seen_base:
             data.latency_cdf.append(Series(
                 label="baseline", x_unit="ms", y_unit="fraction of requests", source="measured",

@@ -292,8 +292,8 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
             policy_id=policy.policy_id if policy else None, title=best.title,
             reason=(_chosen_by(run) + f" that meets the quality floor ({best.quality_verdict}); "
                     f"{key} {own:.3g} ms against {base:.3g} ms for the baseline "
-                    f"({base / own:.1f}x, {t.kind} interleaved A/B, {t.samples} samples "
-                    "each)"))
+                    f"({base / own:.1f}x, {t.kind} interleaved A/B, {t.where}, {t.samples} "
+                    "samples each)"))
     if policy is not None and sw is not None:
         serving = Serving(variant_id=sw.variant_id, policy_id=policy.policy_id,
                           policy=policy.policy, why=_policy_why(policy, run))

@@ -153,3 +153,12 @@ def test_a_rate_not_load_tested_ranks_behind_one_measured_missing_the_slo() -> N
                               SimStats(20.0, 4.0, 10.0, 15.0, shed=0.0))
     tested.validated_peak, tested.validated_mean = tested.at_peak, tested.at_mean
     assert min([untested, tested], key=lambda r: measured_key(r, slo)) is tested
+
+
+def test_sheds_within_the_same_percent_leave_the_choice_to_the_tail() -> None:
+    slo = {"p95": 15.0, "p99": 30.0}
+    long_tail = _policy_result(2, SimStats(60.0, 20.0, 120.0, 172.0, shed=0.056),
+                               SimStats(20.0, 15.0, 100.0, 145.0, shed=0.009))
+    short_tail = _policy_result(2, SimStats(60.0, 10.0, 60.0, 92.0, shed=0.057),
+                                SimStats(20.0, 8.0, 50.0, 85.0, shed=0.012))
+    assert min([long_tail, short_tail], key=lambda r: rank_key(r, slo)) is short_tail
