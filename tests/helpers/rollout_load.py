@@ -91,6 +91,13 @@ class OpenLoop:
         self._stop.set()
         self._thread.join(timeout=60)
 
+    def wait_sent(self, n: int, timeout_s: float = 30.0) -> None:
+        """Block until ``n`` requests have been sent (a fast rollback can end the test's work
+        before the traffic it is meant to run under has had time to flow)."""
+        deadline = time.perf_counter() + timeout_s
+        while self.sent < n and time.perf_counter() < deadline:
+            time.sleep(0.05)
+
     def releases_after(self, t: float) -> set[str]:
         return {a.release for a in self.answers if a.intended > t}
 
