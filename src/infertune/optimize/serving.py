@@ -28,6 +28,7 @@ from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule, 
 from infertune.loadgen.simulate import simulate
 from infertune.models.base import Adapter
 from infertune.optimize.sweep import SimStats, SimulateFn
+from infertune.serve.batch_shape import PaddingCost
 
 BURSTY_B = 0.25
 
@@ -133,6 +134,7 @@ def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention 
     schedules: dict[float, Schedule] = {}
     rng = np.random.default_rng(seed)
     lens = np.asarray(seq_lens) if seq_lens is not None and len(seq_lens) else None
+    padding = curve_padding_cost(curve) if lens is not None else None
 
     class _WithOverhead:
         def __init__(self, inner: Any) -> None:
@@ -148,10 +150,18 @@ def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention 
         sched = schedules[key]
         per_req = (rng.choice(lens, size=len(sched)) if lens is not None else None)
         res = simulate(sched, _WithOverhead(curve), policy, seq_lens=per_req,
-                       concurrency=contention.factor if contention else None)
+                       concurrency=contention.factor if contention else None, padding=padding)
         return sim_stats(res, rate)
 
     return run
+
+
+def curve_padding_cost(curve: Any) -> PaddingCost | None:
+    """serve's padding rule fitted to the service curve's points (batch size x length) as
+    serve fits it to its warm-up batches, so the simulator forms the batches serve would;
+    None when the curve has one length (serve then batches by length bucket)."""
+    return PaddingCost.fit([(p.batch_size, p.seq_len, p.p50_ms / 1000.0) for p in curve.points
+                            if p.seq_len is not None])
 
 
 def sim_stats(res: Any, rate: float) -> SimStats:

@@ -9,7 +9,8 @@ Rules, in the order a request meets them:
   estimate for the inputs queued at its priority or above, plus its own batch) is shed at once
   with 503: under overload the excess is refused immediately instead of queueing to time out.
 - Every queued request with a deadline carries its own timer (``loop.call_later``), set to fire
-  when the deadline can no longer be met (deadline minus the current service-time estimate).
+  when the deadline can no longer be met (deadline minus the service-time estimate of the batch
+  it would join: the inputs queued at its priority or above, its own included).
   It sheds the request with 503 even while no batch is forming, so a stalled model never turns
   queued requests into late answers.
 - ``take_first`` serves the highest priority, oldest first; ``take_matching`` fills a forming
@@ -80,8 +81,9 @@ class WorkItem:
 class RequestQueue:
     """Bounded, three-class priority queue with per-request deadline timers.
 
-    ``service_estimate`` returns the current expected seconds from dispatch to answer; the
-    deadline timers use it to shed a request as soon as its deadline cannot be met.
+    ``service_estimate(n)`` returns the current expected seconds from dispatch to answer for
+    a batch of ``n`` inputs; the deadline timers use it to shed a request as soon as its
+    deadline cannot be met.
     ``wait_estimate(n)`` (optional) returns the expected seconds from now until a request is
     answered when ``n`` inputs (its own included) are queued at its priority or above; a
     request whose deadline is nearer than that is refused at admission.
@@ -94,7 +96,7 @@ class RequestQueue:
     """
 
     def __init__(self, max_size: int, *, clock: Callable[[], float],
-                 service_estimate: Callable[[], float],
+                 service_estimate: Callable[[int], float],
                  on_shed: Callable[[ShedReason], None] = lambda reason: None,
                  on_depth: Callable[[int], None] = lambda depth: None,
                  wait_estimate: Callable[[int], float] | None = None,
@@ -133,7 +135,7 @@ class RequestQueue:
             delay = None  # nothing ahead: it is dispatched now; the caller's wait enforces it
         elif delay is not None and delay <= 0:
             self._shed_count(ShedReason.DEADLINE)
-            raise Rejected(ShedReason.DEADLINE, _deadline_message(self._service_estimate()), 503)
+            raise Rejected(ShedReason.DEADLINE, _deadline_message(self._batch_service(item)), 503)
         elif item.deadline is not None and self._wait_estimate is not None:
             wait = self._wait_estimate(self.inputs_ahead(item.priority) + len(item.inputs))
             if self._clock() + wait > item.deadline:
@@ -165,10 +167,11 @@ class RequestQueue:
         return sum(len(item.inputs) for p in PRIORITIES[:rank + 1] for item in self._classes[p])
 
     def retry_after(self) -> float:
-        """Seconds until the queue has likely drained: depth x the batch service estimate (an
-        upper bound, as batches carry several requests), at least one second (Retry-After is
-        whole seconds)."""
-        return float(max(1, math.ceil(len(self) * self._service_estimate())))
+        """Seconds until the queue has likely drained: depth x the service estimate of a batch
+        holding every queued input (an upper bound, as batches carry several requests), at
+        least one second (Retry-After is whole seconds)."""
+        queued = self.inputs_ahead(PRIORITIES[-1])
+        return float(max(1, math.ceil(len(self) * self._service_estimate(queued))))
 
     async def wait_nonempty(self) -> bool:
         """Wait until a request is queued; False once closed and empty."""
@@ -231,14 +234,21 @@ class RequestQueue:
     def _timer_delay(self, item: WorkItem) -> float | None:
         if item.deadline is None:
             return None
-        return item.deadline - self._clock() - self._service_estimate()
+        return item.deadline - self._clock() - self._batch_service(item)
+
+    def _batch_service(self, item: WorkItem) -> float:
+        """The service estimate of the batch ``item`` would join: the inputs queued at its
+        priority or above (a queued item counts once), its own included."""
+        queued = self.inputs_ahead(item.priority)
+        mine = sum(len(x.inputs) for x in self._classes[item.priority] if x is item)
+        return self._service_estimate(queued + len(item.inputs) - mine)
 
     def _expire(self, item: WorkItem) -> None:
         item.timer = None
         if self._remove(item):
             self._shed_count(ShedReason.DEADLINE)
             item.settle(error=Rejected(ShedReason.DEADLINE,
-                                       _deadline_message(self._service_estimate()), 503))
+                                       _deadline_message(self._batch_service(item)), 503))
 
     def _remove(self, item: WorkItem) -> bool:
         queue = self._classes[item.priority]

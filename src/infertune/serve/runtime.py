@@ -142,7 +142,7 @@ class ServeRuntime:
             self.spinners.start()
         self.queue = RequestQueue(
             self.policy.max_queue, clock=self.clock,
-            service_estimate=lambda: self.batcher.batch_estimate() if self.batcher else 0.0,
+            service_estimate=lambda n: self.batcher.size_estimate(n) if self.batcher else 0.0,
             on_shed=lambda reason: m.shed.labels(reason=reason.value).inc(),
             on_depth=m.queue_depth.set,
             wait_estimate=lambda n: self.batcher.wait_estimate(n) if self.batcher else 0.0,
@@ -190,6 +190,7 @@ class ServeRuntime:
                     times = await self.batcher.run_in_worker(timed_warmup, self.adapter,
                                                              batches, self.clock)
                 self.batcher.seed_estimate(full_batch_seconds(times, self.policy.max_batch_size))
+                self.batcher.seed_sizes(times)
                 if self.adapter.info.kind == "text":
                     # times are per batch, in order, once per worker process
                     shapes = [(len(b), approx_tokens(b)) for b in batches]

@@ -20,6 +20,7 @@ from infertune.loadgen.simulate import (
     sweep,
 )
 from infertune.measure.curve import CurvePoint, ServiceCurve
+from infertune.serve.batch_shape import PaddingCost
 
 FIFO = ServePolicy(max_batch_size=1, max_wait_ms=0, workers=1, max_queue=10**9)
 
@@ -145,10 +146,34 @@ def test_bounded_queue_rejects_and_deadline_sheds() -> None:
 def test_seq_lens_use_longest_in_batch() -> None:
     policy = ServePolicy(max_batch_size=2, max_wait_ms=50, workers=1)
     service = LinearServiceTime(base_ms=0.0, per_token_ms=0.1)
-    r = simulate([0.0, 0.0], service, policy, seq_lens=[10, 100])
+    r = simulate([0.0, 0.0], service, policy, seq_lens=[70, 100])  # one length bucket
     assert r.p50_ms == pytest.approx(2 * 100 * 0.1)  # padded to 100 tokens
+    assert r.mean_batch_size == 2
     with pytest.raises(ValueError, match="seq_lens has 1"):
         simulate([0.0, 0.0], service, policy, seq_lens=[10])
+
+
+def test_lengths_share_a_batch_as_serve_lets_them() -> None:
+    """serve's padding rule (batch_shape.py): without a fitted cost, one power-of-two length
+    bucket per batch; with one, a request joins when its pad tokens cost no more than a
+    batch's fixed overhead. The others wait, in arrival order, for a later batch."""
+    policy = ServePolicy(max_batch_size=4, max_wait_ms=50, workers=1)
+    service = LinearServiceTime(base_ms=1.0, per_token_ms=0.1)
+    # 10 and 12 tokens share the shortest bucket; 100 waits for the next batch
+    r = simulate([0.0, 0.0, 0.0], service, policy, seq_lens=[10, 100, 12])
+    assert r.mean_batch_size == pytest.approx(1.5)  # 3 requests in 2 batches
+    first = 0.050 * 1000 + 1.0 + 2 * 12 * 0.1  # the window, then 2 x 12 tokens
+    assert r.p50_ms == pytest.approx(first) and r.p99_ms > first + 1.0 + 100 * 0.1 - 0.5
+    # a fixed overhead that dwarfs the pad tokens: all three in one batch, padded to 100
+    dear = PaddingCost(fixed_s=1.0, per_token_s=1e-6)
+    merged = simulate([0.0, 0.0, 0.0], service, policy, seq_lens=[10, 100, 12], padding=dear)
+    assert merged.mean_batch_size == 3
+    assert merged.p50_ms == pytest.approx(50 + 1.0 + 3 * 100 * 0.1)
+    # a per-token cost that dwarfs the overhead: 10 and 12 (2 pad tokens) still merge only
+    # if 2 pad tokens cost no more than the overhead
+    cheap = PaddingCost(fixed_s=0.0001, per_token_s=0.001)
+    assert simulate([0.0, 0.0, 0.0], service, policy, seq_lens=[10, 100, 12],
+                    padding=cheap).mean_batch_size == 1
 
 
 def point(batch: int, p50_ms: float) -> CurvePoint:

@@ -16,6 +16,7 @@ from infertune.optimize.sweep import (
     measured_key,
     policy_id,
     rank_key,
+    ranked,
     rerank_measured,
     sweep,
 )
@@ -162,3 +163,28 @@ def test_sheds_within_the_same_percent_leave_the_choice_to_the_tail() -> None:
     short_tail = _policy_result(2, SimStats(60.0, 10.0, 60.0, 92.0, shed=0.057),
                                 SimStats(20.0, 8.0, 50.0, 85.0, shed=0.012))
     assert min([long_tail, short_tail], key=lambda r: rank_key(r, slo)) is short_tail
+
+
+def _result(pid: str, p99_peak: float, capacity: float, *, shed: float = 0.0,
+            batch: int = 1) -> PolicyResult:
+    policy = ServePolicy(max_batch_size=batch, max_wait_ms=0.0, workers=2)
+    stats = SimStats(60.0, p99_peak / 2, p99_peak * 0.8, p99_peak, shed=shed)
+    return PolicyResult(pid, policy.model_dump(exclude_none=True), at_mean=stats,
+                        at_peak=stats, capacity_rps=capacity)
+
+
+def test_tails_within_ten_percent_are_a_tie_won_by_capacity() -> None:
+    """The demo's case: batching with no wait window and no batching meet the SLO with tails
+    a few percent apart; the larger capacity wins, so the configuration has headroom."""
+    slo = {"p99": 30.0}
+    plain = _result("b1", 14.1, 170.0)
+    batched = _result("b8", 14.8, 900.0, batch=8)  # within 10% of 14.1
+    slower = _result("b16", 16.0, 2000.0, batch=16)  # 13% above the best: not a tie
+    shedding = _result("b2", 5.0, 5000.0, shed=0.02)  # misses the SLO: never ahead
+    order = [r.policy_id for r in ranked([slower, plain, shedding, batched], slo)]
+    assert order == ["b8", "b1", "b16", "b2"]
+    # the plain key alone still orders by the tail
+    assert min([plain, batched], key=lambda r: rank_key(r, slo)) is plain
+    # the tie is judged afresh after the first group: b16 leads what is left
+    assert [r.policy_id for r in ranked([slower, _result("b4", 17.0, 9000.0, batch=4)],
+                                        slo)] == ["b4", "b16"]

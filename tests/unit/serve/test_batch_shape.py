@@ -60,7 +60,7 @@ def _run_batches(texts: list[str], cost: PaddingCost | None) -> list[list[str]]:
     """Queue ``texts``, then let one worker batch them (batch size 8); the batches formed."""
     async def scenario() -> list[list[str]]:
         adapter = GatedAdapter()
-        queue = RequestQueue(16, clock=time.monotonic, service_estimate=lambda: 0.0)
+        queue = RequestQueue(16, clock=time.monotonic, service_estimate=lambda n: 0.0)
         batcher = Batcher(adapter, queue, max_batch_size=8, max_wait_s=0.0, workers=1,
                           clock=time.monotonic, metrics=ServeMetrics())
         batcher.padding_cost = cost
@@ -86,7 +86,7 @@ def test_the_batcher_merges_lengths_when_padding_is_cheap_and_splits_when_not() 
 def _first_answer_s(workers: int, max_wait_s: float) -> float:
     """Seconds from queueing one request, on an idle batcher, to its answer."""
     async def scenario() -> float:
-        queue = RequestQueue(16, clock=time.monotonic, service_estimate=lambda: 0.0)
+        queue = RequestQueue(16, clock=time.monotonic, service_estimate=lambda n: 0.0)
         batcher = Batcher(GatedAdapter(), queue, max_batch_size=8, max_wait_s=max_wait_s,
                           workers=workers, clock=time.monotonic, metrics=ServeMetrics())
         loop = asyncio.create_task(batcher.run())

@@ -29,7 +29,7 @@ def _item(text: str, priority: str = "normal", deadline: float | None = None,
 def test_priority_order_and_displacement() -> None:
     async def scenario() -> None:
         shed: list[ShedReason] = []
-        queue = RequestQueue(3, clock=Clock(), service_estimate=lambda: 0.5,
+        queue = RequestQueue(3, clock=Clock(), service_estimate=lambda n: 0.5,
                              on_shed=shed.append)
         low_a, low_b, normal = _item("la", "low"), _item("lb", "low"), _item("n")
         for item in (low_a, low_b, normal):
@@ -51,7 +51,7 @@ def test_priority_order_and_displacement() -> None:
 def test_deadline_timer_sheds_while_queued_and_hopeless_requests_are_refused() -> None:
     async def scenario() -> None:
         clock = Clock()
-        queue = RequestQueue(10, clock=clock, service_estimate=lambda: 0.010)
+        queue = RequestQueue(10, clock=clock, service_estimate=lambda n: 0.010)
         with pytest.raises(Rejected) as hopeless:  # 5 ms left, 10 ms of service expected
             queue.put(_item("a", deadline=clock() + 0.005, clock=clock))
         assert hopeless.value.status == 503
@@ -69,7 +69,7 @@ def test_deadline_timer_sheds_while_queued_and_hopeless_requests_are_refused() -
 
 def test_take_matching_takes_what_the_rule_admits_within_capacity() -> None:
     async def scenario() -> None:
-        queue = RequestQueue(10, clock=Clock(), service_estimate=lambda: 0.0)
+        queue = RequestQueue(10, clock=Clock(), service_estimate=lambda n: 0.0)
         items = [_item(f"t{i}", tokens=i % 2) for i in range(6)]
         for item in items:
             queue.put(item)
@@ -83,7 +83,7 @@ def test_batcher_reruns_a_failed_batch_alone_so_only_the_bad_request_fails() -> 
     async def scenario() -> None:
         adapter = GatedAdapter()
         metrics = ServeMetrics()
-        queue = RequestQueue(16, clock=Clock(), service_estimate=lambda: 0.0)
+        queue = RequestQueue(16, clock=Clock(), service_estimate=lambda n: 0.0)
         batcher = Batcher(adapter, queue, max_batch_size=3, max_wait_s=0.0, workers=1,
                           clock=Clock(), metrics=metrics)
         items = [_item(t) for t in ("a", "b", "FAIL", "c", "d")]
@@ -111,7 +111,7 @@ def test_batcher_reruns_a_failed_batch_alone_so_only_the_bad_request_fails() -> 
 
 def test_closed_queue_refuses_with_503() -> None:
     async def scenario() -> None:
-        queue = RequestQueue(4, clock=Clock(), service_estimate=lambda: 0.0)
+        queue = RequestQueue(4, clock=Clock(), service_estimate=lambda n: 0.0)
         queue.close()
         with pytest.raises(Rejected) as refused:
             queue.put(_item("late"))
