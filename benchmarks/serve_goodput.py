@@ -15,8 +15,10 @@ server's background threads would otherwise take CPU from the one under test on 
 two passes of opposite order so that drift of the machine shows as a difference between
 passes. With --together every server stays alive and each rate's step is cut into --slices
 short slices run in shuffled turns, so a burst of background load lands on all of them alike.
-A server stops climbing after two failing rates in a row. Every request carries a new text,
-so no server (infertune has a cache) answers repeats.
+A server stops climbing after two failing rates in a row; one that passes the ladder's top
+climbs on by 25% steps up to --max-rate (a goodput at the top of the ladder shows the ladder,
+not the server, and is printed with ">=" when --max-rate stopped it). Every request carries a
+new text, so no server (infertune has a cache) answers repeats.
 
 Goodput = the highest rate with p99 <= --slo-ms and < 1% errors (sheds count as errors).
 Each request carries one sentence, as online embedding traffic does.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import socket
@@ -236,6 +239,9 @@ def main() -> int:
     parser.add_argument("--step-s", type=float, default=10.0,
                         help="seconds per rate (a p99 of a few hundred requests is their few "
                         "slowest: with 6 s steps two passes put LitServe 15 req/s apart)")
+    parser.add_argument("--max-rate", type=float, default=400.0,
+                        help="the ladder climbs past --rates by 25%% steps while a server "
+                        "passes its top rate, up to this rate (req/s)")
     parser.add_argument("--infertune-workers", type=int, default=2)
     parser.add_argument("--slices", type=int, default=3,
                         help="interleaved slices per server and rate")
@@ -304,7 +310,7 @@ def climb(kinds: list[str], args: argparse.Namespace) -> dict[str, list[dict[str
             print(f"{kind:<10} ready on port {port}", flush=True)
         climbing = set(kinds)
         order = random.Random(0)
-        for i, rate in enumerate(rates):
+        for i, rate in enumerate(rates):  # grows while a server passes its top rate
             turn = [k for k in kinds if k in climbing]
             records: dict[str, list[Any]] = {k: [] for k in turn}
             # Each server's step is split into --slices short slices, interleaved with the
@@ -328,6 +334,12 @@ def climb(kinds: list[str], args: argparse.Namespace) -> dict[str, list[dict[str
                     climbing.discard(kind)
             if not climbing:
                 break
+            # a server that keeps the target at the ladder's top has more goodput than the
+            # ladder can show (both reached 80 req/s in one pass: "1.00x" measured the ladder)
+            top_passed = any(rows[k] and rows[k][-1]["rate"] == rate
+                             and passes(rows[k][-1], args.slo_ms) for k in climbing)
+            if i == len(rates) - 1 and top_passed and rate * 1.25 <= args.max_rate:
+                rates.append(float(math.ceil(rate * 1.25 / 10) * 10))
     finally:
         for proc, _ in procs.values():
             stop(proc)
@@ -347,8 +359,11 @@ def report(rows: dict[str, list[dict[str, Any]]], args: argparse.Namespace,
     print(f"\n{title} (highest Poisson rate with p99 <= {args.slo_ms:.0f} ms and < 1% errors; "
           f"{args.step_s:.0f} s per step; model {args.model}; {os.cpu_count()} CPUs as seen by "
           f"this process; run took {elapsed:.0f} s):")
+    top = max((r["rate"] for rs in rows.values() for r in rs), default=0.0)
     for kind, value in good.items():
-        print(f"  {kind:<10} {value:>6.0f} rps")
+        # passing the last rate tried means the ladder, not the server, set the figure
+        capped = value > 0 and value == top and top * 1.25 > args.max_rate
+        print(f"  {kind:<10} {'>= ' if capped else ''}{value:>6.0f} rps")
     naive = good.get("naive", 0.0)
     for kind in ("infertune", "litserve"):
         if kind in good and naive > 0:

@@ -27,6 +27,7 @@ from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo, detect, int8_saturation_risk
 from infertune.models.variant import read_manifest
+from infertune.serve.worker_threads import fit_to_workers, threads_per_worker
 
 
 def resolve_target(ref: str) -> tuple[str, dict[str, Any]]:
@@ -92,20 +93,22 @@ def build_policy(report_policy: dict[str, Any], config: Path | None,
                           f"{err['msg']}") from exc
 
 
-def size_model_threads(adapter: Any, policy: ServePolicy, cores: int) -> int | None:
-    """Set torch's intra-op threads for this server process: ``policy.model_threads``, else
-    cores // workers. Each worker runs a batch on the same pool, so 2 workers x 2 threads on 2
+def size_model_threads(adapter: Any, policy: ServePolicy, cores: int) -> tuple[Any, int | None]:
+    """The adapter with its intra-op threads sized for its workers (serve/worker_threads.py),
+    and the threads each worker gets. torch: ``policy.model_threads``, else cores // workers,
+    set process-wide (which is why it lives in the command, a server process, and not in
+    create_app): each worker runs a batch on the same pool, so 2 workers x 2 threads on 2
     cores oversubscribe them (a single run of benchmarks/serve_goodput.py at 130 req/s: p50
-    27 ms with 1 thread per worker against 37 ms with torch's default 2). Process-wide, which
-    is why it lives in the command (a server process) and not in create_app. ONNX Runtime
-    variants carry their own thread settings in the manifest: left alone (returns None)."""
+    27 ms with 1 thread per worker against 37 ms with torch's default 2). onnxruntime: the
+    shared session reopened with that many threads when several workers share it, unless the
+    variant fixes its own."""
     if adapter.info.runtime != "torch":
-        return None
+        return fit_to_workers(adapter, policy, cores)
     import torch
 
-    threads = policy.model_threads or max(1, cores // policy.workers)
+    threads = threads_per_worker(0, policy, cores)
     torch.set_num_threads(threads)
-    return threads
+    return adapter, threads
 
 
 def int8_warnings(model_ref: str, here: HardwareInfo) -> list[str]:
@@ -272,8 +275,10 @@ def register(app: typer.Typer) -> None:
             from infertune.serve.cascade import without_spinning
 
             adapter, fast = without_spinning(adapter, fast)
-        threads = size_model_threads(adapter, policy, detect(with_gpus=False).effective_cores)
-        source = ModelSource(model_ref, adapter.info.version, threads)
+        adapter, threads = size_model_threads(adapter, policy,
+                                              detect(with_gpus=False).effective_cores)
+        source = ModelSource(model_ref, adapter.info.version,
+                             threads if adapter.info.runtime == "torch" else None)
         app_ = create_app(adapter, policy, fast_adapter=fast, warnings=warnings,
                           model_source=source)
         kind = "processes" if uses_processes(policy.worker_kind, adapter.info.runtime,

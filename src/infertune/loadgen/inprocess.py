@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from infertune.config import ServePolicy
+from infertune.hardware import detect
 from infertune.loadgen.targets import Reply
 from infertune.models.base import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
@@ -28,6 +29,7 @@ from infertune.serve.queue import Rejected
 from infertune.serve.runtime import ServeRuntime, to_jsonable
 from infertune.serve.validate import PredictRequest
 from infertune.serve.warmup import prime_on_this_thread
+from infertune.serve.worker_threads import fit_to_workers
 
 READY_POLL_S = 0.005
 
@@ -39,9 +41,13 @@ class InProcessTarget:
 
     def __init__(self, adapter: Adapter, policy: ServePolicy, inputs: Sequence[Any],
                  name: str | None = None, clock: Callable[[], float] = time.monotonic,
-                 model_source: ModelSource | None = None) -> None:
+                 model_source: ModelSource | None = None, cores: int | None = None) -> None:
         if len(inputs) == 0:
             raise ValueError("InProcessTarget needs at least one input")
+        # the workers' intra-op threads as serve sizes them (an onnxruntime session shared by
+        # several workers is reopened with cores // workers threads; serve/worker_threads.py)
+        cores = cores if cores is not None else detect(with_gpus=False).effective_cores
+        adapter, _ = fit_to_workers(adapter, policy, cores)
         self.adapter = adapter
         self.policy = policy
         # as a request body carries them (arrays as lists): serve keys its cache and checks

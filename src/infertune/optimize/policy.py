@@ -5,12 +5,13 @@ extras.json; the report reads the RunState."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from infertune.config import ServePolicy
 from infertune.errors import IncompatibleInputError
 from infertune.measure.compare import run_interleaved
 from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
@@ -45,6 +46,7 @@ from infertune.optimize.sweep import (
     validation_key,
 )
 from infertune.quality import run_outputs
+from infertune.serve.worker_threads import fit_to_workers
 
 NEED_SERVING_S = 20.0
 # a second finalist: a rough allowance for its curve, contention and simulated sweep, and
@@ -175,7 +177,8 @@ def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter
     feeds = adapter.preprocess([inputs[0]])
     progress.tick(f"contention of concurrent workers ({variant_id})")
     contention = measure_contention(lambda: adapter.forward(feeds), grid.workers,
-                                    calls=8 if quick else 20)
+                                    calls=8 if quick else 20,
+                                    call_for=lambda w: _served_forward(adapter, feeds, w, cores))
     overhead = _overhead_ms(state)
     sim = make_simulator(curve, state.options.scenario.traffic, contention=contention,
                          seq_lens=lengths, seed=state.options.seed, overhead_ms=overhead)
@@ -186,6 +189,13 @@ def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter
                    keep=3 if quick else 5, timeout_ms=serve_deadline_ms(slo),
                    on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"))
     return Sweep(result, curve, contention, load_curves(result, sim), overhead)
+
+
+def _served_forward(adapter: Adapter, feeds: Any, workers: int, cores: int) -> Callable[[], Any]:
+    """One forward as each of ``workers`` workers runs it when served: on a session whose
+    intra-op threads serve sized for them (serve/worker_threads.py)."""
+    fitted, _ = fit_to_workers(adapter, ServePolicy(workers=workers), cores)
+    return lambda: fitted.forward(feeds)
 
 
 def serve_deadline_ms(slo: dict[str, float]) -> float | None:

@@ -98,15 +98,21 @@ class Contention:
 
 
 def measure_contention(call: Callable[[], Any], workers: Sequence[int], *, calls: int = 20,
-                       clock: Callable[[], float] = time.perf_counter) -> Contention:
-    """Median call time with w threads calling at once, over the median with one thread."""
+                       clock: Callable[[], float] = time.perf_counter,
+                       call_for: Callable[[int], Callable[[], Any]] | None = None
+                       ) -> Contention:
+    """Median call time with w threads calling at once, over the median with one thread.
+    ``call_for(w)``: the call as w workers make it when serve sizes the model's threads for
+    them (serve/worker_threads.py); default ``call`` for every w."""
     def median_with(w: int) -> float:
         times: list[list[float]] = [[] for _ in range(w)]
+        each = call if w == 1 or call_for is None else call_for(w)
+        each()  # warm (a session sized for w workers is new)
 
         def loop(slot: int) -> None:
             for _ in range(calls):
                 t0 = clock()
-                call()
+                each()
                 times[slot].append(clock() - t0)
 
         threads = [threading.Thread(target=loop, args=(i,)) for i in range(w)]

@@ -90,12 +90,13 @@ def test_torch_threads_are_sized_to_cores_per_worker() -> None:
 
     before = torch.get_num_threads()
     try:
-        assert size_model_threads(Fake(), ServePolicy(workers=2), cores=2) == 1
+        fake = Fake()
+        assert size_model_threads(fake, ServePolicy(workers=2), cores=2) == (fake, 1)
         assert torch.get_num_threads() == 1
-        assert size_model_threads(Fake(), ServePolicy(workers=1), cores=4) == 4
-        assert size_model_threads(Fake(), ServePolicy(workers=4, model_threads=2), cores=2) == 2
-        Info.runtime = "onnxruntime"
-        assert size_model_threads(Fake(), ServePolicy(workers=2), cores=2) is None
+        assert size_model_threads(fake, ServePolicy(workers=1), cores=4)[1] == 4
+        assert size_model_threads(fake, ServePolicy(workers=4, model_threads=2), cores=2)[1] == 2
+        Info.runtime = "onnxruntime"  # no runner it could reopen: left as it is
+        assert size_model_threads(fake, ServePolicy(workers=2), cores=2) == (fake, None)
     finally:
         torch.set_num_threads(before)
 
