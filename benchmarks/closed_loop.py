@@ -160,6 +160,7 @@ def closed_loop(run: Path, seconds: float) -> str:
     port = sg.free_port()
     proc = start_run_server(run, port)
     verdicts: list[str] = []
+    labels: list[str] = []
     percentile_ratios: list[tuple[str, float | None]] = []
     try:
         wait_ready(port, proc)
@@ -179,6 +180,7 @@ def closed_loop(run: Path, seconds: float) -> str:
             tail_ratio = ours / theirs if theirs and np.isfinite(ours) else None
             verdict = judge(got, claimed)
             verdicts.append(verdict)
+            labels.append(label)
             for name in slo:
                 report_ms = _value(point, "measured", name)
                 served_ms = val.stats.percentile(name)
@@ -205,7 +207,8 @@ def closed_loop(run: Path, seconds: float) -> str:
            "not checkable": "the SLO is missed here at a rate in both the report and this "
                             "run, so there is no goodput to compare there; the tail ratio "
                             "above is the comparison that remains"}[overall]
-    print(f"VERDICT closed loop: target {overall}: {why}", flush=True)
+    per_rate = ", ".join(f"{label}: {v}" for label, v in zip(labels, verdicts, strict=True))
+    print(f"VERDICT closed loop: target {overall} ({per_rate}): {why}", flush=True)
     # Not the target, but the promise behind it (serve = report), checkable when no
     # goodput is: the served SLO percentiles against report.json's, measured at the same rates.
     within = all(r is not None and abs(r - 1.0) <= TOLERANCE for _, r in percentile_ratios)

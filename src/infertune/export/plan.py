@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from infertune.errors import ConfigError
 from infertune.export.source import ExportSource
 from infertune.serve.alerts import AlertThresholds, Capacity
+from infertune.serve.worker_threads import threads_per_worker
 
 V = TypeVar("V", int, float, str)
 
@@ -175,15 +176,16 @@ def _cpus(src: ExportSource, o: Overrides) -> Sourced[float]:
 
 def _threads(src: ExportSource, cpus: Sourced[float]) -> Sourced[int]:
     t, pol = src.manifest.threads, src.policy
+    # serve's rule (serve/worker_threads.py), so the export states what serve runs
+    threads = threads_per_worker(t.intra_op, pol, int(cpus.value))
     if t.intra_op > 0:
-        return Sourced(t.intra_op, _manifest(src, "threads.intra_op"))
+        return Sourced(threads, _manifest(src, "threads.intra_op"))
     if pol.model_threads is not None:
-        return Sourced(pol.model_threads, f"{src.policy_origin}: model_threads")
-    # each engine instance (a Triton model instance, a serve worker of a torch model) runs
-    # its own thread pool: the measured cores are shared between them, as serve sizes torch
-    # workers, so that the pools do not oversubscribe the cores
-    share = max(1, int(cpus.value) // pol.workers)
-    return Sourced(share, f"{int(cpus.value)} core(s) ({cpus.source}) // {pol.workers} "
+        return Sourced(threads, f"{src.policy_origin}: model_threads")
+    # each engine instance (a Triton model instance, a serve worker) runs its own thread
+    # pool: the measured cores are shared between them, as serve sizes its workers, so that
+    # the pools do not oversubscribe the cores
+    return Sourced(threads, f"{int(cpus.value)} core(s) ({cpus.source}) // {pol.workers} "
                    "worker(s), so the instances' thread pools share the cores")
 
 

@@ -111,6 +111,7 @@ class Batcher:
         self._service_s = 0.0  # EWMA of dispatch-to-answer seconds per batch
         self._full_s = 0.0  # the same, over batches of at least half the maximum size
         self._by_size: dict[int, float] = {}  # the same per size bucket (size_bucket)
+        self._seeded: dict[int, float] = {}  # the warm-up's median per size bucket
         self.busy_s = 0.0  # model seconds summed over batches: the workers' busy time
 
     def service_estimate(self) -> float:
@@ -127,15 +128,14 @@ class Batcher:
             self._full_s = full_batch_s
 
     def seed_sizes(self, times: list[tuple[int, float]]) -> None:
-        """Start each size bucket's estimate from the warm-up's (batch size, seconds): the
-        median per bucket; a bucket real batches already measured keeps its own figure."""
+        """Keep the warm-up's (batch size, seconds) per size bucket (the median): the estimate
+        of a bucket no real batch has measured yet."""
         per_bucket: dict[int, list[float]] = {}
         for size, seconds in times:
             if seconds > 0:
                 per_bucket.setdefault(self.size_bucket(size), []).append(seconds)
         for bucket, samples in per_bucket.items():
-            if bucket not in self._by_size:
-                self._by_size[bucket] = sorted(samples)[len(samples) // 2]
+            self._seeded.setdefault(bucket, sorted(samples)[len(samples) // 2])
 
     def size_bucket(self, inputs: int) -> int:
         """The bucket a batch of ``inputs`` is estimated in: the next power of two, at most
@@ -144,26 +144,21 @@ class Batcher:
 
     def size_estimate(self, inputs: int) -> float:
         """Expected seconds from dispatch to answer for a batch of ``inputs`` (at most the
-        maximum): its bucket's estimate; an unmeasured bucket is interpolated linearly in the
-        batch size between the measured buckets around it (batch time grows about linearly
-        with the inputs); below the smallest measured bucket, that bucket's (an upper bound);
-        above the largest, the largest's scaled in proportion; with no bucket measured, the
-        batch estimate (0 before anything ran)."""
+        maximum): what real batches of its size bucket measured. A bucket they have not
+        measured takes the smaller of two upper bounds: the warm-up's figure (interpolated
+        between its buckets) and the traffic's own, i.e. the nearest larger measured bucket's,
+        or the largest smaller one's scaled in proportion to the size (batch time grows less
+        than in proportion). The warm-up times every length up to the model's maximum, so its
+        full batches can be far slower than the traffic's: a 16-text warm-up batch at 87 ms
+        against real batches of 1-2 short texts at 2-3 ms shed 4% of requests at 500 req/s
+        on their deadline timers, while the answered p99 was 40 ms against 100. With nothing
+        measured, the batch estimate (0 before anything ran)."""
         bucket = self.size_bucket(min(inputs, self.max_batch_size))
         if bucket in self._by_size:
             return self._by_size[bucket]
-        if not self._by_size:
-            return self.batch_estimate()
-        below = [b for b in self._by_size if b < bucket]
-        above = [b for b in self._by_size if b > bucket]
-        if not below:
-            return self._by_size[min(above)]
-        lo = max(below)
-        if not above:
-            return self._by_size[lo] * bucket / lo
-        hi = min(above)
-        share = (bucket - lo) / (hi - lo)
-        return self._by_size[lo] + share * (self._by_size[hi] - self._by_size[lo])
+        bounds = [b for b in (_interpolated(self._seeded, bucket),
+                              _scaled_up(self._by_size, bucket)) if b is not None]
+        return min(bounds) if bounds else self.batch_estimate()
 
     def wait_estimate(self, inputs: int) -> float:
         """Seconds until a request is answered with ``inputs`` queued ahead of and including
@@ -314,6 +309,32 @@ class Batcher:
         self._by_size[bucket] = _ewma(self._by_size.get(bucket, 0.0), seconds)
         if 2 * size >= self.max_batch_size:
             self._full_s = _ewma(self._full_s, seconds)
+
+
+def _interpolated(times: dict[int, float], bucket: int) -> float | None:
+    """Seconds for ``bucket`` from other buckets' times: linear in the size between the
+    buckets around it, the nearest larger one's below them all, scaled in proportion above."""
+    if bucket in times:
+        return times[bucket]
+    below = [b for b in times if b < bucket]
+    above = [b for b in times if b > bucket]
+    if not below:
+        return times[min(above)] if above else None
+    lo = max(below)
+    if not above:
+        return times[lo] * bucket / lo
+    hi = min(above)
+    return times[lo] + (bucket - lo) / (hi - lo) * (times[hi] - times[lo])
+
+
+def _scaled_up(times: dict[int, float], bucket: int) -> float | None:
+    """An upper bound for ``bucket`` from measured buckets: the nearest larger one's time (a
+    smaller batch is no slower), else the largest smaller one's scaled in proportion."""
+    above = [b for b in times if b > bucket]
+    if above:
+        return times[min(above)]
+    below = [b for b in times if b < bucket]
+    return times[max(below)] * bucket / max(below) if below else None
 
 
 def _ewma(current: float, sample: float) -> float:

@@ -76,6 +76,21 @@ def test_the_wait_is_timed_by_the_batches_the_queue_holds_not_by_full_ones() -> 
         batcher.seed_sizes([(1, 0.050)])  # a late seed never overrides a measured bucket
         assert batcher.size_estimate(1) == pytest.approx(0.002, rel=0.01)
         assert batcher.batch_estimate() == pytest.approx(0.060)  # the overload bound's figure
+        # buckets no real batch reached: the smaller of the warm-up's figure and the traffic's
+        # own bound (1-text batches at 2 ms: 16 texts take at most 16 x 2 ms) -- seen at 500
+        # req/s, where warm-up batches of 16 long texts (87 ms) put the deadline timers of
+        # 4% of requests 87 ms early while real batches of 1-2 short texts took 2-3 ms
+        assert batcher.size_estimate(16) == pytest.approx(16 * 0.002, rel=0.01)
+        assert batcher.size_estimate(3) == pytest.approx(4 * 0.002, rel=0.01)
+        for _ in range(30):
+            batcher._update_estimate(0.010, 8)
+        assert batcher.size_estimate(3) == pytest.approx(0.010, rel=0.01)  # bucket 8 above it
+        slow = Batcher(GatedAdapter(), queue, max_batch_size=16, max_wait_s=0.0, workers=1,
+                       clock=clock, metrics=ServeMetrics())
+        slow.seed_sizes([(16, 0.020)])
+        for _ in range(30):
+            slow._update_estimate(0.004, 1)
+        assert slow.size_estimate(16) == 0.020  # the warm-up's figure when it is the smaller
 
     asyncio.run(scenario())
 
