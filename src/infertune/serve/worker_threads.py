@@ -3,13 +3,13 @@
 Up to ``workers`` batches run at once, and each runs on a thread pool of its own: a torch
 worker process on its intra-op pool, a worker thread of an onnxruntime session on itself plus
 the session's pool. W workers of C threads each on C cores oversubscribe them. On a 2-core
-AVX2 EPYC (one run, MiniLM per-channel INT8 from `make demo`, two worker threads calling one
-session for 4 s): 155 texts/s with the session's default threads (2, spinning), 178 with
-spinning off and 188 with one intra-op thread, against 171 for one worker alone; at batch 4,
-140 against 169. Served (`benchmarks/worker_threads.py`: the same variant, 2 workers, batches
-up to 8 with no wait, Poisson short sentences, ABBA), one thread per worker against two each:
-p99 45.9 and 60.3 ms against 98.5 and 62.5 ms at 500 req/s, and at 550 req/s 42.8 and 79.6 ms
-against 72.2 ms and a failed step (114 ms, 4.3% shed).
+AMD EPYC with AVX-512 VNNI (one run, MiniLM per-channel INT8 from `make demo`, two worker
+threads calling one session for 4 s): 155 texts/s with the session's default threads (2,
+spinning), 178 with spinning off and 188 with one intra-op thread, against 171 for one worker
+alone; at batch 4, 140 against 169. Served (the same variant, 2 workers, batches up to 8 with
+no wait, Poisson short sentences, ABBA; `benchmarks/worker_threads.py` repeats it), one thread
+per worker against two each: p99 45.9 and 60.3 ms against 98.5 and 62.5 ms at 500 req/s, and
+at 550 req/s 42.8 and 79.6 ms against 72.2 ms and a failed step (114 ms, 4.3% shed).
 
 The rule: a variant whose manifest fixes its intra-op threads keeps them (the threads pass
 built it for that, and the search measured it with each worker count); otherwise the policy's
