@@ -238,10 +238,9 @@ class RequestQueue:
 
     def _batch_service(self, item: WorkItem) -> float:
         """The service estimate of the batch ``item`` would join: the inputs queued at its
-        priority or above (a queued item counts once), its own included."""
-        queued = self.inputs_ahead(item.priority)
-        mine = sum(len(x.inputs) for x in self._classes[item.priority] if x is item)
-        return self._service_estimate(queued + len(item.inputs) - mine)
+        priority or above and its own (called while ``item`` is not in the queue: before it
+        is added, or after its timer removed it)."""
+        return self._service_estimate(self.inputs_ahead(item.priority) + len(item.inputs))
 
     def _expire(self, item: WorkItem) -> None:
         item.timer = None
