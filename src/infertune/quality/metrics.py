@@ -16,14 +16,20 @@ evaluated on resampled example indices instead.
 
 Names: ``accuracy``, ``macro_f1``, ``top_k_accuracy@5`` (also ``top5_accuracy``),
 ``argmax_agreement``, ``mae``, ``rmse``, ``mean_cosine`` (alias ``cosine``), ``min_cosine``,
-``knn_agreement@10``, ``spearman``, ``ndcg@10``, ``rank_agreement``, ``max_abs_diff``,
-``max_rel_diff``. A family with a parameter takes ``@k``; without it, its default k.
+``knn_agreement@10``, ``spearman``, ``ndcg@10``, ``mrr@10``, ``rank_agreement``,
+``max_abs_diff``, ``max_rel_diff``. A family with a parameter takes ``@k``; without it, its
+default k.
+
+Reranking outputs come in three shapes: an (n_queries, n_candidates) matrix of scores (one row
+a query), one score per (query, passage) row with the rows grouped by query (``for_groups``:
+one value per query, so the paired bootstrap resamples queries, not rows), or one score per
+row with no groups (``for_list_outputs``: the whole set is one ranked list).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,6 +58,7 @@ class Metric:
     per_example: PerExample | None = None
     aggregate: Aggregate = "mean"
     statistic: Statistic | None = None
+    units: int | None = None  # what the bootstrap resamples when not the rows: query groups
 
     @property
     def vs(self) -> str:
@@ -185,6 +192,21 @@ def _ndcg_row(scores: np.ndarray, rel: np.ndarray, k: int) -> float:
     return float((rel[order] * discounts).sum()) / best if best > 0 else 0.0
 
 
+def _mrr_row(scores: np.ndarray, rel: np.ndarray, k: int) -> float:
+    """1 / the rank of the first relevant (label > 0) item in the top k by score; 0 if none."""
+    order = np.argsort(-scores, kind="stable")[: min(k, len(scores))]
+    hits = np.flatnonzero(rel[order] > 0)
+    return 1.0 / (hits[0] + 1) if len(hits) else 0.0
+
+
+def _mrr_rows(k: int) -> PerExample:
+    def fn(outputs: np.ndarray, _ref: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
+        assert labels is not None
+        return np.array([_mrr_row(o, r, k) for o, r in zip(outputs, labels, strict=True)])
+
+    return fn
+
+
 def _ndcg_rows(k: int) -> PerExample:
     def fn(outputs: np.ndarray, _ref: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
         assert labels is not None
@@ -238,6 +260,15 @@ def _ndcg_list(k: int) -> Statistic:
 def _rank_agree_list(outputs: np.ndarray, ref: np.ndarray, _labels: np.ndarray | None,
                      idx: np.ndarray) -> float:
     return _spearman(outputs.reshape(len(outputs))[idx], ref.reshape(len(ref))[idx])
+
+
+def _mrr_list(k: int) -> Statistic:
+    def fn(outputs: np.ndarray, _ref: np.ndarray, labels: np.ndarray | None,
+           idx: np.ndarray) -> float:
+        assert labels is not None
+        return _mrr_row(outputs.reshape(len(outputs))[idx], labels.astype(np.float64)[idx], k)
+
+    return fn
 
 
 # ---------------------------------------------------------------- the registry
@@ -297,6 +328,9 @@ REGISTRY: dict[str, MetricFamily] = {
         _fixed(Metric("spearman", EMB, False, True, "Spearman correlation of all pairwise "
                       "cosine similarities with the baseline's", statistic=_pairwise_spearman)),
         MetricFamily("ndcg", _ranking_ndcg, default_k=10),
+        MetricFamily("mrr", lambda k: Metric(
+            f"mrr@{k}", RANK, True, True, f"mean reciprocal rank of the first relevant "
+            f"(label > 0) item in the top {k}", per_example=_mrr_rows(k)), default_k=10),
         _fixed(Metric("rank_agreement", RANK, False, True,
                       "Spearman correlation of the scores with the baseline's",
                       per_example=_rank_agree_rows)),
@@ -353,7 +387,7 @@ def default_metrics(task: str, has_labels: bool, n_classes: int | None = None) -
         "regression": ["mae", "rmse", "max_abs_diff", "max_rel_diff"],
         "embedding": ["mean_cosine", "min_cosine", "knn_agreement@10", "spearman",
                       "max_abs_diff"],
-        "reranking": ["ndcg@10", "rank_agreement", "max_abs_diff"],
+        "reranking": ["ndcg@10", "mrr@10", "rank_agreement", "max_abs_diff"],
         "other": ["max_abs_diff", "max_rel_diff"],
     }
     names = by_task[normalise_task(task)]
@@ -368,7 +402,64 @@ def for_list_outputs(metric: Metric) -> Metric:
         k = int(metric.name.split("@")[1])
         return Metric(metric.name, metric.tasks, True, True, metric.description,
                       statistic=_ndcg_list(k))
+    if metric.name.startswith("mrr@"):
+        k = int(metric.name.split("@")[1])
+        return Metric(metric.name, metric.tasks, True, True, metric.description,
+                      statistic=_mrr_list(k))
     if metric.name == "rank_agreement":
         return Metric(metric.name, metric.tasks, False, True, metric.description,
                       statistic=_rank_agree_list)
     return metric
+
+
+GROUPED = ("ndcg@", "mrr@", "rank_agreement")
+
+
+@dataclass(frozen=True)
+class QueryGroups:
+    """Row indices per query (groups of one score per (query, passage) row), in first-seen
+    order. A ranking metric is computed within each group; groups a metric cannot score (one
+    passage has no order to agree on, no relevant passage has no NDCG) are left out of it."""
+
+    members: tuple[np.ndarray, ...]
+
+    @classmethod
+    def of(cls, keys: Sequence[object]) -> QueryGroups:
+        index: dict[object, list[int]] = {}
+        for row, key in enumerate(keys):
+            index.setdefault(key, []).append(row)
+        return cls(tuple(np.asarray(rows, dtype=np.int64) for rows in index.values()))
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+
+def for_groups(metric: Metric, groups: QueryGroups, labels: np.ndarray | None) -> Metric:
+    """A ranking metric on one score per row, computed per query group: its per-example
+    values are per query, so the bootstrap resamples queries. Other metrics are unchanged."""
+    if not metric.name.startswith(GROUPED):
+        return metric
+    if metric.needs_labels:
+        assert labels is not None
+        kept = [g for g in groups.members if np.any(labels[g] > 0)]
+    else:
+        kept = [g for g in groups.members if len(g) >= 2]
+    if not kept:
+        raise QualityFloorError(
+            f"{metric.name} needs query groups with "
+            + ("a relevant passage (label > 0)" if metric.needs_labels else "two passages or more")
+            + "; the held-out data has none; add such queries or use another floor")
+    k = int(metric.name.split("@")[1]) if "@" in metric.name else 0
+    row = {"ndcg": _ndcg_row, "mrr": _mrr_row}.get(metric.name.split("@")[0])
+
+    def per_group(outputs: np.ndarray, ref: np.ndarray, labs: np.ndarray | None) -> np.ndarray:
+        flat = outputs.reshape(len(outputs))
+        if row is None:  # rank agreement with the baseline's order within the query
+            base = ref.reshape(len(ref))
+            return np.array([_spearman(flat[g], base[g]) for g in kept])
+        assert labs is not None
+        return np.array([row(flat[g], labs[g].astype(np.float64), k) for g in kept])
+
+    note = f"{metric.description}; per query ({len(kept)} of {len(groups)} queries)"
+    return Metric(metric.name, metric.tasks, metric.needs_labels, metric.higher_is_better,
+                  note, per_example=per_group, units=len(kept))

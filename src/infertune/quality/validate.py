@@ -18,6 +18,7 @@ import numpy as np
 
 from infertune.config import QualityFloor
 from infertune.data import HeldOut
+from infertune.data.text_inputs import is_text_input, text_length
 from infertune.errors import DataError, IncompatibleInputError, InfertuneError, QualityFloorError
 from infertune.models.base import Adapter
 from infertune.quality.bootstrap import (
@@ -28,12 +29,15 @@ from infertune.quality.bootstrap import (
     metric_value,
     resample_indices,
 )
+from infertune.quality.degenerate import check_outputs_vary
 from infertune.quality.drift import DriftResult, drift
 from infertune.quality.floor import Floor, FloorCheck, Verdict, check_floor, floor_from_config
 from infertune.quality.floor import parse_floor as _parse_floor
 from infertune.quality.metrics import (
     Metric,
+    QueryGroups,
     default_metrics,
+    for_groups,
     for_list_outputs,
     get_metric,
     normalise_task,
@@ -125,10 +129,13 @@ def compare_quality(baseline: Adapter, variant: Adapter, data: HeldOut, floor: F
     task = task or baseline.info.task
     floor = preflight(floor, data.labels is not None, metrics, task, data.source)
     base_out = run_outputs(baseline, data.inputs, batch_size, progress, data.source)
+    # before the variant costs a run: a baseline whose outputs do not vary cannot judge it
+    check_outputs_vary(base_out, task, _name(baseline), data.inputs)
     var_out = run_outputs(variant, data.inputs, batch_size, progress, data.source)
     return evaluate_outputs(
         base_out, var_out, data.labels, floor, task, metrics, resamples=resamples, seed=seed,
         baseline_name=_name(baseline), variant_name=_name(variant), data_source=data.source,
+        groups=data.groups,
     )
 
 
@@ -164,8 +171,8 @@ def run_outputs(model: Adapter, inputs: Sequence[Any], batch_size: int = 32,
     are put back in input order; mean pooling over the mask makes them independent of the
     padding, to float rounding)."""
     order = list(range(len(inputs)))
-    if all(isinstance(x, str) for x in inputs):
-        order.sort(key=lambda i: len(inputs[i]))
+    if all(is_text_input(x) for x in inputs):
+        order.sort(key=lambda i: text_length(inputs[i]))
     rows: list[Any] = [None] * len(inputs)
     for start in range(0, len(inputs), batch_size):
         picked = order[start:start + batch_size]
@@ -203,12 +210,16 @@ def evaluate_outputs(baseline_outputs: Sequence[Any] | np.ndarray,
                      resamples: int = DEFAULT_RESAMPLES,
                      set_resamples: int = DEFAULT_SET_RESAMPLES, seed: int = 0,
                      baseline_name: str = "baseline", variant_name: str = "variant",
-                     data_source: str = "") -> QualityResult:
-    """Judge outputs both models already produced on the same examples, in the same order."""
+                     data_source: str = "", groups: Sequence[Any] | None = None,
+                     ) -> QualityResult:
+    """Judge outputs both models already produced on the same examples, in the same order.
+    ``groups``: the query of each row, for a reranker's one score per (query, passage) row;
+    its ranking metrics are then per query and resampled by query."""
     floor = as_floor(floor)
     task = normalise_task(task)
     base = stack_outputs(baseline_outputs, "baseline")
     var = stack_outputs(variant_outputs, "variant")
+    check_outputs_vary(base, task, baseline_name)
     if base.shape != var.shape:
         raise IncompatibleInputError(
             f"baseline outputs have shape {base.shape} but the variant's {var.shape}; a variant "
@@ -218,13 +229,20 @@ def evaluate_outputs(baseline_outputs: Sequence[Any] | np.ndarray,
         raise DataError("quality needs at least 2 examples to estimate a CI; pass more data")
     chosen = _select(floor, task, metrics, labels is not None, base)
     label_arr = _labels(labels, task, base) if any(m.needs_labels for m in chosen) else None
-    idx = resample_indices(len(base), resamples, seed)
+    if groups is not None and task == "reranking" and base.ndim == 1:
+        if len(groups) != len(base):
+            raise DataError(f"{len(groups)} query groups for {len(base)} examples; counts must "
+                            "match")
+        query_groups = QueryGroups.of(list(groups))
+        chosen = [for_groups(m, query_groups, label_arr) for m in chosen]
     values, floor_check = [], None
     for metric in chosen:
+        units = metric.units or len(base)  # query groups, or the rows
+        idx = resample_indices(units, resamples, seed)
         draws = draw(metric, var, base, label_arr, idx, set_resamples)
         values.append(metric_value(metric, draws))
         if metric.name == floor.metric:
-            floor_check = check_floor(floor, metric, draws, len(base))
+            floor_check = check_floor(floor, metric, draws, units)
     assert floor_check is not None
     notes = [] if labels is not None else [
         "no labels: every metric compares the variant with the baseline's outputs"]

@@ -32,9 +32,20 @@ MIN_FIT_R2 = 0.8  # below this the warm-up shows no clear per-token cost (noise)
 
 
 def approx_tokens(inputs: Sequence[Any]) -> int:
-    """Estimated tokens of the longest text among ``inputs`` (0 when none is a text)."""
-    longest = max((len(x) for x in inputs if isinstance(x, str)), default=0)
+    """Estimated tokens of the longest text among ``inputs`` (0 when none is a text); a
+    (query, passage) pair, as sent ([q, p] or an object of two strings), counts both sides."""
+    longest = max((_chars(x) for x in inputs), default=0)
     return math.ceil(longest / CHARS_PER_TOKEN)
+
+
+def _chars(item: Any) -> int:
+    if isinstance(item, str):
+        return len(item)
+    if isinstance(item, list | tuple) and len(item) == 2:
+        return sum(len(x) for x in item if isinstance(x, str))
+    if isinstance(item, dict) and len(item) == 2:
+        return sum(len(x) for x in item.values() if isinstance(x, str))
+    return 0
 
 
 def length_bucket(tokens: int) -> int:

@@ -7,7 +7,8 @@ long to convert), and strings are checked for lone surrogate escapes (``"\\ud800
 JSON but cannot be encoded to UTF-8 by a tokenizer or a cache key).
 
 The request schema is one pydantic model per served model, built by ``request_model`` from the
-model's kind (strings for text models, arrays of the example's shape for tensor models); the
+model's kind and task (strings, or [query, passage] pairs for a reranker, for text models;
+arrays of the example's shape for tensor models); the
 same class validates requests and generates the OpenAPI document (serve/openapi.py). Inputs are
 checked before they are queued, so a bad input is refused alone and never fails a batch.
 """
@@ -19,12 +20,14 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, create_model
 
 from infertune.config import ServePolicy
+from infertune.data.text_inputs import PAIR_EXAMPLE, Accepts, accepts, as_text_input
+from infertune.errors import IncompatibleInputError
 from infertune.models.base import Adapter
 from infertune.serve.cascade import Tier
 from infertune.serve.queue import Priority
@@ -63,6 +66,11 @@ class PredictRequest(BaseModel):
         "deadline from arrival; default: the policy's timeout_ms, else the overload bound "
         "(max_wait_ms + 3 batch service times, shown on /readyz)"))
     tier: Tier = Field(default="standard", description="cascade tier (fast model first)")
+    # text models: what one input may be (a string, a pair, either); None for tensor models.
+    # Checked before the schema, so a string sent to a reranker gets one plain line, not
+    # pydantic's error per union member.
+    text_accepts: ClassVar[Accepts | None] = None
+    served_task: ClassVar[str] = ""
 
 
 class PurgeRequest(BaseModel):
@@ -160,15 +168,60 @@ def _encodable(text: str, where: str) -> None:
 def request_model(adapter: Adapter, policy: ServePolicy) -> type[PredictRequest]:
     """The PredictRequest subclass for ``adapter``: its ``inputs`` items typed by model kind,
     with the policy's limits, so the schema says exactly what the server accepts."""
-    if adapter.info.kind == "text":
-        item: Any = Annotated[str, Field(max_length=policy.max_input_chars)]
-    else:
-        item = _tensor_item(adapter)
+    wanted = accepts(adapter.info.task) if adapter.info.kind == "text" else None
+    item = _text_item(wanted, policy) if wanted is not None else _tensor_item(adapter)
     inputs = Annotated[list[item], Field(min_length=1, max_length=policy.max_inputs,
                                          description="one item per input")]
     model: type[PredictRequest] = create_model("PredictRequest", __base__=PredictRequest,
                                                inputs=(inputs, ...))
+    model.text_accepts = wanted
+    model.served_task = adapter.info.task
     return model
+
+
+def _text_item(wanted: Accepts, policy: ServePolicy) -> Any:
+    """One text input's type. Strings only: a plain pydantic string. Where pairs are allowed
+    the item is checked by ``_check_text_items`` (one plain line per problem, where a pydantic
+    union gives one error per member) and only documented here."""
+    text: dict[str, Any] = {"type": "string", "maxLength": policy.max_input_chars}
+    if wanted == "text":
+        return Annotated[str, Field(max_length=policy.max_input_chars)]
+    pair = [
+        {"type": "array", "items": text, "minItems": 2, "maxItems": 2,
+         "description": "[query, passage]"},
+        {"type": "object", "properties": {"query": text, "passage": text},
+         "required": ["query", "passage"], "additionalProperties": False},
+        {"type": "object", "properties": {"text": text, "text_pair": text},
+         "required": ["text", "text_pair"], "additionalProperties": False},
+    ]
+    forms = pair if wanted == "pair" else [text, *pair]
+    return Annotated[Any, WithJsonSchema({"anyOf": forms, "description": (
+        "a (query, passage) pair" if wanted == "pair" else "a string or a (query, passage) pair")})]
+
+
+def _check_text_items(items: Any, wanted: Accepts | None, task: str, limit: int) -> None:
+    """Each text input's form against what the model's task accepts, and each string's
+    length: 422 with one line."""
+    if wanted in (None, "text") or not isinstance(items, list):
+        return  # a strings-only schema is checked by pydantic itself
+    forms = "a [query, passage] pair of strings" if wanted == "pair" else \
+        "a string or a [query, passage] pair of strings"
+    for i, item in enumerate(items):
+        if isinstance(item, str) and wanted == "pair":
+            raise BadRequest(422, f"inputs[{i}] is a single string; this {task} model (a "
+                             "cross-encoder) scores [query, passage] pairs, e.g. "
+                             f"{{\"inputs\": [{PAIR_EXAMPLE}]}}")
+        try:
+            read = as_text_input(item, f"inputs[{i}]")
+        except IncompatibleInputError as exc:
+            if isinstance(item, dict):  # names the keys it has and the ones a pair needs
+                raise BadRequest(422, str(exc)) from exc
+            raise BadRequest(422, f"inputs[{i}] is {_json_type(item)}; send {forms}") from exc
+        for side, text in ((f"inputs[{i}]", read),) if isinstance(read, str) else \
+                ((f"inputs[{i}] query", read.query), (f"inputs[{i}] passage", read.passage)):
+            if len(text) > limit:
+                raise BadRequest(422, f"{side} has {len(text)} characters; the limit is "
+                                 f"{limit}; shorten it")
 
 
 def _tensor_item(adapter: Adapter) -> Any:
@@ -204,6 +257,8 @@ def parse_predict(body: bytes, policy: ServePolicy,
     data = parse_json(body)
     if not isinstance(data, dict):
         raise BadRequest(422, "body must be a JSON object like {\"inputs\": [...]}")
+    _check_text_items(data.get("inputs"), model.text_accepts, model.served_task,
+                      policy.max_input_chars)
     try:
         checked = model.model_validate(data)
     except ValidationError as exc:

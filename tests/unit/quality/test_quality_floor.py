@@ -50,9 +50,12 @@ def test_floor_from_scenario_config() -> None:
 
 
 def embeddings_at_cosines(cosines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Baseline rows e1 and variant rows at exactly the given cosine to them."""
-    base = np.tile([1.0, 0.0], (len(cosines), 1))
-    variant = np.stack([cosines, np.sqrt(1 - cosines**2)], axis=1)
+    """Baseline unit rows at spread angles (a constant baseline is refused as degenerate) and
+    variant rows at exactly the given cosine to them."""
+    angles = np.linspace(0.0, 1.0, len(cosines))
+    turned = angles + np.arccos(np.clip(cosines, -1.0, 1.0))
+    base = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    variant = np.stack([np.cos(turned), np.sin(turned)], axis=1)
     return base, variant
 
 

@@ -44,7 +44,7 @@ def test_load_refuses_other_json(tmp_path: Path) -> None:
 
 
 def test_mismatched_inputs_are_one_line_errors() -> None:
-    base = np.zeros((4, 3))
+    base = np.arange(12.0).reshape(4, 3)
     with pytest.raises(IncompatibleInputError, match="shape"):
         evaluate_outputs(base, np.zeros((4, 2)), None, "max_abs_diff<=1", "other")
     with pytest.raises(DataError, match="accuracy is scored against labels"):
