@@ -21,6 +21,10 @@ out in the last event as ``infertune_timing`` (ttft_ms, queue_ms, e2e_ms, gaps_m
 compare the client's figures with the server's. ``--stall-ms`` holds every ``--stall-every``-th
 request that long before its prefill (a stall before the first token); ``--synthetic-itl-ms``
 replaces the model with a timer (calibrating the load generator without a model's CPU cost).
+``--prefix-cache`` keeps the KV cache of recent prompts (prefix_cache.py): a prompt sharing whole
+16-token blocks with a kept one prefills only the rest, so its TTFT drops by that part of the
+prefill; ``usage.prompt_tokens_details.cached_tokens`` says how many tokens were reused, as
+vLLM reports it.
 ``--fake`` starts fake_llmserver instead: the same routes with no model and no aiohttp, a few
 microseconds per token, the load source of benchmarks/llm_loadgen_capacity.py.
 """
@@ -35,6 +39,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from aiohttp import web
@@ -42,6 +47,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from infertune.loadgen import fake_llmserver
 from infertune.loadgen.localserver import serve_forever
+from infertune.loadgen.prefix_cache import PrefixCache
 
 MODEL_ID = "infertune-tiny-llm"
 VOCAB = 256
@@ -60,6 +66,7 @@ class ServerConfig:
     stall_ms: float = 0.0
     stall_every: int = 1
     synthetic_itl_ms: float | None = None
+    prefix_cache: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.heads:
@@ -87,6 +94,7 @@ class Job:
     produced: int = 0
     prefill_at: float | None = None
     cancelled: bool = False
+    cached_tokens: int = 0  # prompt tokens whose KV came from the prefix cache
 
     def emit(self, item: int | BaseException | None) -> None:
         self.loop.call_soon_threadsafe(self.tokens.put_nowait, item)
@@ -106,6 +114,7 @@ class Engine:
         self.model = LlamaForCausalLM(llama)
         self.model.train(False)  # inference: no dropout
         self.config = config
+        self.prefix_cache = PrefixCache() if config.prefix_cache else None
         self._incoming: queue.Queue[Job] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="llm-engine", daemon=True)
         self._thread.start()
@@ -125,12 +134,22 @@ class Engine:
                     if job.cancelled or self._step(job):
                         active.remove(job)
 
+    def _prefill(self, job: Job) -> Any:  # a transformers output
+        if self.prefix_cache is None:
+            return self.model(input_ids=torch.tensor([job.prompt_ids]), use_cache=True)
+        hit = self.prefix_cache.lookup(job.prompt_ids)
+        job.cached_tokens = hit.reused
+        out = self.model(input_ids=torch.tensor([job.prompt_ids[hit.reused:]]), cache=hit.cache,
+                         use_cache=True)
+        self.prefix_cache.keep(job.prompt_ids, out.cache)  # before decoding grows it
+        return out
+
     def _step(self, job: Job) -> bool:
         """One prefill or decode step of ``job``; True when it is finished."""
         try:
             if job.cache is None:
                 job.prefill_at = time.perf_counter()
-                out = self.model(input_ids=torch.tensor([job.prompt_ids]), use_cache=True)
+                out = self._prefill(job)
             else:
                 out = self.model(input_ids=torch.tensor([[job.next_id]]), cache=job.cache,
                                  use_cache=True)
@@ -294,8 +313,10 @@ class App:
                 timing.writes.append(time.perf_counter())
                 await _send(response, {"id": rid, "object": f"{kind}.chunk" if chat else kind,
                                        "model": MODEL_ID, "choices": [choice]})
-        counts = {"prompt_tokens": len(job.prompt_ids), "completion_tokens": job.produced,
-                  "total_tokens": len(job.prompt_ids) + job.produced}
+        counts: dict[str, object] = {
+            "prompt_tokens": len(job.prompt_ids), "completion_tokens": job.produced,
+            "total_tokens": len(job.prompt_ids) + job.produced,
+            "prompt_tokens_details": {"cached_tokens": job.cached_tokens}}
         queue_ms = ((job.prefill_at - timing.arrival) * 1000.0
                     if job.prefill_at is not None else None)
         if not stream:
@@ -336,6 +357,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stall-every", type=int, default=1, help="stall every N-th request")
     parser.add_argument("--synthetic-itl-ms", type=float, default=None,
                         help="no model: one token per this many ms (load-generator calibration)")
+    parser.add_argument("--prefix-cache", action="store_true",
+                        help="reuse the KV cache of prompts sharing whole 16-token blocks")
     parser.add_argument("--fake", action="store_true",
                         help="a load source for the client benchmark, not a model server: "
                              "fake_llmserver, one token per --synthetic-itl-ms (default 10)")
@@ -349,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
             hidden_size=args.hidden_size, layers=args.layers, heads=args.heads,
             max_positions=args.max_positions, seed=args.seed, max_num_seqs=args.max_num_seqs,
             threads=args.threads, stall_ms=args.stall_ms, stall_every=args.stall_every,
-            synthetic_itl_ms=args.synthetic_itl_ms)
+            synthetic_itl_ms=args.synthetic_itl_ms, prefix_cache=args.prefix_cache)
     except ValueError as exc:
         parser.error(str(exc))
 

@@ -148,6 +148,7 @@ class _Stream:
     pieces: list[str] = field(default_factory=list)
     usage_out: int | None = None
     usage_in: int | None = None
+    usage_cached: int | None = None  # usage.prompt_tokens_details.cached_tokens (vLLM's)
     server_ms: dict[str, float] = field(default_factory=dict)
     server_gaps_ms: list[float] = field(default_factory=list)
 
@@ -263,7 +264,8 @@ class OpenAITarget:
             output_tokens=count, prompt_tokens=s.usage_in if s is not None else None,
             token_source=source, server_timing_ms={**r.server_timing_ms,
                                                    **(s.server_ms if s else {})},
-            server_gaps_ms=list(s.server_gaps_ms) if s is not None else [])
+            server_gaps_ms=list(s.server_gaps_ms) if s is not None else [],
+            cached_tokens=s.usage_cached if s is not None else None)
 
     def _event(self, raw: bytes, now: float, stream: _Stream, key: str | None) -> bool:
         """Take one SSE line; True when it is the ``[DONE]`` sentinel."""
@@ -287,6 +289,9 @@ class OpenAITarget:
         if isinstance(usage, dict):
             stream.usage_out = _int(usage.get("completion_tokens"))
             stream.usage_in = _int(usage.get("prompt_tokens"))
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):
+                stream.usage_cached = _int(details.get("cached_tokens"))
         timing = event.get("infertune_timing")
         if isinstance(timing, dict):
             _read_server_timing(timing, stream)

@@ -103,6 +103,7 @@ class StreamRecord:
     token_source: TokenSource = "approximate"
     server_timing_ms: dict[str, float] = field(default_factory=dict)
     server_gaps_ms: list[float] = field(default_factory=list)  # the server's own, if it says
+    cached_tokens: int | None = None  # prompt tokens the server's prefix cache reused, if it says
 
     @property
     def ok(self) -> bool:
