@@ -1,5 +1,9 @@
 """`infertune optimize MODEL --scenario FILE [--data FILE] [--out runs/NAME] [--budget 10m]
-[--quick] [--json] [--candidate MODEL ...]`: the whole job, into a run directory."""
+[--quick] [--json] [--candidate MODEL ...]`: the whole job, into a run directory.
+
+`infertune optimize --server-cmd "CMD {knob} --port {port}" --search knob=v1,v2 [--scenario
+FILE]` tunes an OpenAI-compatible LLM server instead (cli/server_tune.py, optimize/server_tune/):
+no MODEL, one server per candidate, ranked by measured goodput at the token-level SLO."""
 
 from __future__ import annotations
 
@@ -35,8 +39,10 @@ MIN_BUDGET_S = 45.0  # setup + a quick profile + one variant screened + the repo
 def register(app: typer.Typer) -> None:
     @app.command("optimize", help=HELP)
     def optimize_cmd(
-        model: Annotated[str, typer.Argument(help="Model reference, e.g. 'minilm' or a path.")],
-        scenario: Annotated[Path, typer.Option("--scenario", help="Scenario YAML file.")],
+        model: Annotated[str | None, typer.Argument(
+            help="Model reference, e.g. 'minilm' or a path (none with --server-cmd).")] = None,
+        scenario: Annotated[Path | None, typer.Option(
+            "--scenario", help="Scenario YAML file.")] = None,
         data: Annotated[Path | None, typer.Option(
             "--data", help="Held-out data (.jsonl/.csv/.npz); minilm defaults to its bundled "
             "set.")] = None,
@@ -61,7 +67,89 @@ def register(app: typer.Typer) -> None:
         overwrite: Annotated[bool, typer.Option(
             "--overwrite", help="Replace an earlier run in --out (default: refuse, so no run "
             "is lost by accident).")] = False,
+        server_cmd: Annotated[str | None, typer.Option(
+            "--server-cmd", help="Tune an LLM server: its command with {knob} placeholders and "
+            "{port}, e.g. \"vllm serve M --port {port} --max-num-seqs {max_num_seqs}\"",
+            rich_help_panel="LLM server tuning")] = None,
+        search: Annotated[list[str] | None, typer.Option(
+            "--search", help="KNOB=V1,V2,... for a {KNOB} of --server-cmd; repeatable "
+            "(candidates: every combination)", rich_help_panel="LLM server tuning")] = None,
+        slo: Annotated[str | None, typer.Option(
+            "--slo", help="token-level SLOs, e.g. ttft_p95_ms=800,itl_p95_ms=60 (default: "
+            "the scenario's)", rich_help_panel="LLM server tuning")] = None,
+        rate: Annotated[float | None, typer.Option(
+            "--rate", help="first rate of each sweep, req/s (default: the scenario's "
+            "mean_rps, else 1)", rich_help_panel="LLM server tuning")] = None,
+        probe_duration: Annotated[str, typer.Option(
+            "--probe-duration", help="length of one open-loop probe",
+            rich_help_panel="LLM server tuning")] = "10s",
+        sweep_steps: Annotated[int, typer.Option(
+            "--sweep-steps", help="most probes in one candidate's sweep",
+            rich_help_panel="LLM server tuning")] = 4,
+        api: Annotated[str, typer.Option(
+            "--api", help="openai-chat | openai-completions",
+            rich_help_panel="LLM server tuning")] = "openai-chat",
+        shape: Annotated[str, typer.Option(
+            "--shape", help="arrival shape of each probe (poisson, constant, gamma, ...)",
+            rich_help_panel="LLM server tuning")] = "poisson",
+        prompt_tokens: Annotated[int | None, typer.Option(
+            "--prompt-tokens", help="words per user turn (default: the scenario's typical "
+            "prompt_tokens, else 128)", rich_help_panel="LLM server tuning")] = None,
+        output_tokens: Annotated[int | None, typer.Option(
+            "--output-tokens", help="max_tokens per request (default: the scenario's, else "
+            "64)", rich_help_panel="LLM server tuning")] = None,
+        prompt_count: Annotated[int, typer.Option(
+            "--prompt-count", help="distinct prompts (multi-turn: sessions x turns)",
+            rich_help_panel="LLM server tuning")] = 512,
+        prefix_tokens: Annotated[int, typer.Option(
+            "--prefix-tokens", help="words of the shared system prompt",
+            rich_help_panel="LLM server tuning")] = 0,
+        prefix_share: Annotated[float, typer.Option(
+            "--prefix-share", help="share of prompts (0..1) that start with the shared prefix",
+            rich_help_panel="LLM server tuning")] = 0.0,
+        turns: Annotated[int, typer.Option(
+            "--turns", help="turns per session; each turn resends the history",
+            rich_help_panel="LLM server tuning")] = 1,
+        prompt_lengths: Annotated[str | None, typer.Option(
+            "--prompt-lengths", help="user-turn lengths: N, uniform:LOW,HIGH or "
+            "lognormal:MEDIAN,SIGMA", rich_help_panel="LLM server tuning")] = None,
+        prompts: Annotated[Path | None, typer.Option(
+            "--prompts", help="JSONL of your prompts: lengths resampled from theirs (needs "
+            "--tokenizer)", rich_help_panel="LLM server tuning")] = None,
+        tokenizer: Annotated[Path | None, typer.Option(
+            "--tokenizer", help="local tokenizer folder (counts tokens of --prompts and of "
+            "streamed text without usage)", rich_help_panel="LLM server tuning")] = None,
+        warmup_requests: Annotated[int, typer.Option(
+            "--warmup-requests", help="requests sent and dropped after each server start",
+            rich_help_panel="LLM server tuning")] = 4,
+        ready_path: Annotated[str, typer.Option(
+            "--ready-path", help="GET path that answers 200 once the server is ready",
+            rich_help_panel="LLM server tuning")] = "/v1/models",
+        ready_timeout: Annotated[float, typer.Option(
+            "--ready-timeout", help="seconds to wait for a server to become ready",
+            rich_help_panel="LLM server tuning")] = 300.0,
+        knob_check: Annotated[bool, typer.Option(
+            "--knob-check/--no-knob-check", help="check knob flags of known runtimes",
+            rich_help_panel="LLM server tuning")] = True,
     ) -> None:
+        if server_cmd is not None:
+            from infertune.cli import server_tune
+
+            if model is not None:
+                raise ConfigError(f"--server-cmd tunes a running server, not MODEL {model!r}; "
+                                  "drop MODEL (the command names what the server loads)")
+            sc_or_none = load_scenario(scenario) if scenario is not None else None
+            folder = out or Path("runs") / f"server-{time.strftime('%Y%m%d-%H%M%S')}"
+            _claim(folder, overwrite)
+            server_tune.run(server_tune.ServerArgs(
+                server_cmd, search or [], slo, rate, probe_duration, sweep_steps, api, shape,
+                prompt_tokens, output_tokens, prompt_count, prefix_tokens, prefix_share, turns,
+                prompt_lengths, prompts, tokenizer, warmup_requests, ready_path, ready_timeout,
+                knob_check, seed), sc_or_none, folder, as_json)
+            return
+        if model is None or scenario is None:
+            raise ConfigError("optimize needs MODEL and --scenario FILE (or --server-cmd to "
+                              "tune an LLM server)")
         sc = load_scenario(scenario)
         auto = budget is not None and budget.strip().lower() == "auto"
         budget_s = _budget(None if auto else budget, QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -73,6 +74,7 @@ class ServerProcess:
         self.env = env
         self.base_url = f"http://127.0.0.1:{port}"
         self.peak_rss_bytes = 0
+        self.pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._stop_sampling = threading.Event()
         self._sampler: threading.Thread | None = None
@@ -84,6 +86,7 @@ class ServerProcess:
                 self._proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
                                               stdout=subprocess.DEVNULL, stderr=err,
                                               start_new_session=True, env=self.env)
+                self.pid = self._proc.pid
             except OSError as exc:
                 raise ConfigError(f"--server-cmd could not start {self.argv[0]!r} ({exc}); "
                                   "check the program's name and PATH") from exc
@@ -108,13 +111,13 @@ class ServerProcess:
             code = self._proc.poll()
             if code is not None:
                 raise ConfigError(f"the server exited with code {code} before it was ready "
-                                  f"({' '.join(self.argv)}); its last stderr line: "
+                                  f"({shlex.join(self.argv)}); its last stderr line: "
                                   f"{last_line(self.log)}")
             if _answers(url):
                 return
             time.sleep(POLL_S)
         raise ConfigError(f"the server did not answer GET {self.ready_path} within "
-                          f"{self.ready_timeout_s:g} s ({' '.join(self.argv)}); its last stderr "
+                          f"{self.ready_timeout_s:g} s ({shlex.join(self.argv)}); its last stderr "
                           f"line: {last_line(self.log)}; raise --ready-timeout or fix "
                           "--ready-path")
 

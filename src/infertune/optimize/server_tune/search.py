@@ -3,9 +3,13 @@
 Each candidate's measurement is an SLO rate sweep (loadgen.llm_sweep: the rate doubles until a
 probe misses an SLO, then bisects). Round 0 gives every candidate a sweep of one probe, at the
 starting rate; the better half by goodput (rounded up) goes on to round 1, whose sweeps may run
-two probes, then four, and so on up to ``max_steps``; the search ends when one candidate is left
-and has had its full sweep, or when every survivor has had ``max_steps``. So a clear loser
-costs one short probe, and the budget goes to the candidates still in contention.
+two probes, then four, and so on up to ``max_steps``. Only clear losers are pruned: a
+candidate within ``tie_share`` (5%) of the goodput of the last one kept is kept too, since the
+goodput of two servers that both met the SLO at the same rate differs by a request or two of
+noise, and halving on that would drop a candidate for nothing it did. The search ends when
+every survivor has had its full sweep (``max_steps`` probes, or fewer when its sweep ended on
+its own), and the best of them wins. So a clear loser costs one short probe, and the budget
+goes to the candidates still in contention.
 
 Sweeps are resumed, not restarted: every probe is kept per (candidate, rate), and a later
 round's sweep replays the kept probes (a sweep's path depends only on its probes' verdicts) and
@@ -34,6 +38,7 @@ from infertune.optimize.server_tune.command import Candidate
 RunAt = Callable[[float], StreamingResult]
 OpenSession = Callable[[Candidate], AbstractContextManager[RunAt]]
 Tiebreak = Callable[[Candidate], float]  # higher is better, among equal scores
+TIE_SHARE = 0.05
 
 
 @dataclass
@@ -74,7 +79,8 @@ class SearchOutcome:
 def halving_search(candidates: list[Candidate], open_session: OpenSession, *,
                    start_rate: float, max_steps: int, tolerance: float = 0.1,
                    max_error_share: float = 0.01,
-                   tiebreak: Tiebreak = lambda _: 0.0) -> SearchOutcome:
+                   tiebreak: Tiebreak = lambda _: 0.0,
+                   tie_share: float = TIE_SHARE) -> SearchOutcome:
     """See the module docstring. ``open_session(candidate)`` starts the candidate's server and
     yields ``run_at(rate)`` (one warmed-up open-loop probe); it is left when the turn ends."""
     runs = {c.id: CandidateRun(c) for c in candidates}
@@ -82,19 +88,15 @@ def halving_search(candidates: list[Candidate], open_session: OpenSession, *,
     rounds: list[Round] = []
     steps, number = 1, 0
     while True:
-        steps = min(steps, max_steps)
+        # the last survivor (or a lone candidate) has no one to be pruned against
+        steps = max_steps if len(active) == 1 else min(steps, max_steps)
         for cid in active:
             _turn(runs[cid], open_session, start_rate, steps, tolerance, max_error_share)
             runs[cid].last_round = number
         done = steps >= max_steps or all(_finished(runs[c], steps) for c in active)
         ranked = sorted(active, key=lambda c: (*runs[c].score(),
                                                 tiebreak(runs[c].candidate)), reverse=True)
-        if done and len(active) == 1:
-            rounds.append(Round(number, steps, list(active), ranked[:1]))
-            break
-        kept = ranked if len(active) == 1 else ranked[:math.ceil(len(active) / 2)]
-        if done:  # every survivor had its full sweep: the best one wins
-            kept = ranked[:1]
+        kept = ranked[:1] if done else _halve(ranked, runs, tie_share)
         rounds.append(Round(number, steps, list(active), kept))
         if done:
             break
@@ -104,6 +106,16 @@ def halving_search(candidates: list[Candidate], open_session: OpenSession, *,
                                                  *r.score(), tiebreak(r.candidate)),
                    reverse=True)
     return SearchOutcome(order, rounds)
+
+
+def _halve(ranked: list[str], runs: dict[str, CandidateRun], tie_share: float) -> list[str]:
+    """The better half (rounded up), and any candidate as good as its last one within
+    ``tie_share`` (on both parts of the score)."""
+    k = math.ceil(len(ranked) / 2)
+    floor = runs[ranked[k - 1]].score()
+    return ranked[:k] + [c for c in ranked[k:]
+                         if all(v >= f * (1 - tie_share) for v, f in
+                                zip(runs[c].score(), floor, strict=True))]
 
 
 def _finished(run: CandidateRun, steps: int) -> bool:
