@@ -1,7 +1,10 @@
 """Background utilisation sampler: process and system CPU %, peak RSS, CPU steal (the
 noisy-neighbour signal) and, when an NVIDIA GPU and driver are present, GPU utilisation and
-memory. A daemon thread samples every ``interval_s`` until ``stop()``; sampling one point costs
-a few syscalls, so at the default 0.2 s it takes well under 1% of a core.
+memory: the device's, and this process's own where NVML reports it (per-process memory and
+SM utilisation; inside a container with its own PID namespace NVML lists host PIDs, so the
+per-process readings stay None rather than guess). A daemon thread samples every
+``interval_s`` until ``stop()``; sampling one point costs a few syscalls, so at the default
+0.2 s it takes well under 1% of a core.
 
 The sampling function and the wait are injected, so tests drive it without real time.
 """
@@ -24,6 +27,8 @@ class Sample:
     rss_mb: float
     gpu_util: float | None = None
     gpu_memory_mb: float | None = None
+    gpu_process_util: float | None = None  # this process's SM %, when NVML reports it
+    gpu_process_memory_mb: float | None = None
 
 
 SampleFn = Callable[[], Sample]
@@ -39,14 +44,19 @@ def psutil_sampler(process: psutil.Process | None = None) -> SampleFn:
     psutil.cpu_percent(None)
     psutil.cpu_times_percent(None)
     gpu = _nvml_handle()
+    # NVML's per-process utilisation returns samples newer than a timestamp (microseconds)
+    seen = {"since_us": 0}
 
     def sample() -> Sample:
         times = psutil.cpu_times_percent(None)
         util, mem = _gpu_reading(gpu) if gpu is not None else (None, None)
+        own = (process_gpu_reading(_pynvml(), gpu, proc.pid, seen) if gpu is not None
+               else (None, None))
         return Sample(process_cpu=min(proc.cpu_percent(None), ceiling),
                       system_cpu=psutil.cpu_percent(None),
                       steal=float(getattr(times, "steal", 0.0)),
-                      rss_mb=proc.memory_info().rss / 2**20, gpu_util=util, gpu_memory_mb=mem)
+                      rss_mb=proc.memory_info().rss / 2**20, gpu_util=util, gpu_memory_mb=mem,
+                      gpu_process_util=own[0], gpu_process_memory_mb=own[1])
 
     return sample
 
@@ -74,6 +84,37 @@ def _gpu_reading(handle: Any) -> tuple[float | None, float | None]:
         return None, None
 
 
+def _pynvml() -> Any:
+    import pynvml
+
+    return pynvml
+
+
+def process_gpu_reading(nvml: Any, handle: Any, pid: int, seen: dict[str, int]
+                        ) -> tuple[float | None, float | None]:
+    """(SM utilisation %, memory MiB) of process ``pid`` on the device, each None where NVML
+    does not report it for this process. ``nvml`` is the pynvml module (injected in tests);
+    ``seen["since_us"]`` keeps the newest utilisation sample's timestamp between calls."""
+    memory: float | None = None
+    try:
+        for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            used = getattr(proc, "usedGpuMemory", None)
+            if proc.pid == pid and used is not None:  # None: not reported (e.g. on Windows WDDM)
+                memory = float(used) / 2**20
+    except nvml.NVMLError:
+        pass
+    util: float | None = None
+    try:
+        found = [s for s in nvml.nvmlDeviceGetProcessUtilization(handle, seen["since_us"])
+                 if s.pid == pid]
+        if found:
+            util = float(max(s.smUtil for s in found))
+            seen["since_us"] = max(int(s.timeStamp) for s in found)
+    except nvml.NVMLError:  # NotFound: no sample since the last call; NotSupported: old GPUs
+        pass
+    return util, memory
+
+
 @dataclass
 class Utilisation:
     samples: int
@@ -88,6 +129,8 @@ class Utilisation:
     logical_cores: int = 1
     gpu_util_mean: float | None = None
     gpu_memory_peak_mb: float | None = None
+    gpu_process_util_mean: float | None = None  # this process's own, where NVML reports it
+    gpu_process_memory_peak_mb: float | None = None
     unit_note: str = ("process_cpu: % of one core; system_cpu and steal: % of all cores; "
                       "rss in MiB")
 
@@ -117,6 +160,8 @@ class Utilisation:
 
         gpu = [s.gpu_util for s in samples if s.gpu_util is not None]
         gmem = [s.gpu_memory_mb for s in samples if s.gpu_memory_mb is not None]
+        own = [s.gpu_process_util for s in samples if s.gpu_process_util is not None]
+        omem = [s.gpu_process_memory_mb for s in samples if s.gpu_process_memory_mb is not None]
         return cls(samples=len(samples), interval_s=interval_s,
                    process_cpu_mean=_mean(col("process_cpu")),
                    process_cpu_max=max(col("process_cpu")),
@@ -125,7 +170,9 @@ class Utilisation:
                    peak_rss_mb=max(col("rss_mb")),
                    logical_cores=logical_cores or psutil.cpu_count() or 1,
                    gpu_util_mean=_mean(gpu) if gpu else None,
-                   gpu_memory_peak_mb=max(gmem) if gmem else None)
+                   gpu_memory_peak_mb=max(gmem) if gmem else None,
+                   gpu_process_util_mean=_mean(own) if own else None,
+                   gpu_process_memory_peak_mb=max(omem) if omem else None)
 
 
 def _mean(values: list[float]) -> float:

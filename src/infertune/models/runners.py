@@ -3,7 +3,7 @@ works without the torch extra."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -119,13 +119,15 @@ ORT_DTYPES = {
 
 
 def ort_session(path: str, intra_op_threads: int = 0, inter_op_threads: int = 0,
-                graph_level: str = "all", providers: list[str] | None = None,
+                graph_level: str = "all",
+                providers: Sequence[str | tuple[str, dict[str, str]]] | None = None,
                 allow_spinning: bool = True,
                 disabled_optimizers: list[str] | None = None) -> Any:
     """An InferenceSession with explicit thread and graph-optimization settings.
 
     ``disabled_optimizers`` names onnxruntime graph transformers to skip at load (an
-    InferenceSession keyword onnxruntime keeps undocumented but supports)."""
+    InferenceSession keyword onnxruntime keeps undocumented but supports). ``providers``:
+    names or (name, options) pairs, in priority order (models/gpu.py builds the GPU ones)."""
     import onnxruntime as ort
 
     levels = {
@@ -141,5 +143,6 @@ def ort_session(path: str, intra_op_threads: int = 0, inter_op_threads: int = 0,
     if not allow_spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    return ort.InferenceSession(path, options, providers=providers or ["CPUExecutionProvider"],
+    return ort.InferenceSession(path, options,
+                                providers=list(providers or ["CPUExecutionProvider"]),
                                 disabled_optimizers=disabled_optimizers or None)
