@@ -272,6 +272,11 @@ def quality_floor(state: RunState) -> Floor:
     return floor_for(state.options.scenario, state.task)
 
 
-def quality_metrics(task: str) -> list[str]:
+def quality_metrics(task: str, has_labels: bool = False) -> list[str]:
+    """The metrics every variant's quality.json reports beside the floor's. A reranker's
+    ranking metrics are per query (grouped held-out rows); NDCG and MRR need relevance labels,
+    rank agreement with the baseline's order does not."""
+    if task == "reranking":
+        return (["ndcg@10", "mrr@10"] if has_labels else []) + ["rank_agreement", "max_abs_diff"]
     return {"embedding": ["mean_cosine", "min_cosine", "knn_agreement@10", "max_abs_diff"],
             "classification": ["argmax_agreement", "max_abs_diff"]}.get(task, ["max_abs_diff"])

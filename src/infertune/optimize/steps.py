@@ -119,8 +119,8 @@ def check_floor(state: RunState) -> None:
     the run reports) does not fit the model's task or needs labels the data lacks."""
     task = state.baseline.info.task
     data = state.options.data
-    preflight(quality_floor(state), data.labels is not None, quality_metrics(task), task,
-              data.source)
+    preflight(quality_floor(state), data.labels is not None,
+              quality_metrics(task, data.labels is not None), task, data.source)
 
 
 def setup(state: RunState, budget: Budget, progress: Progress) -> None:
@@ -254,7 +254,8 @@ def judge(state: RunState, adapter: Adapter, variant_id: str,
     assert state.reference is not None  # the reference stage ran (callers check)
     result = evaluate_outputs(
         state.reference, outputs, state.quality_labels, quality_floor(state),
-        task, quality_metrics(task), seed=state.options.seed, baseline_name="baseline",
+        task, quality_metrics(task, state.quality_labels is not None), seed=state.options.seed,
+        baseline_name="baseline",
         variant_name=variant_id, data_source=state.options.data.source,
         groups=state.quality_groups)
     if folder is not None:

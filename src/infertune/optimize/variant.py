@@ -149,8 +149,16 @@ def agreement(reference: np.ndarray, outputs: np.ndarray) -> Agreement:
                             f"and {outputs.shape}")
     ref = reference.astype(np.float64)
     out = outputs.astype(np.float64)
-    norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
-    cosine = (ref * out).sum(axis=1) / np.clip(norms, 1e-30, None)
+    if ref.ndim == 2 and ref.shape[1] == 1 and len(ref) >= 2:
+        # one score per row (a reranker): the cosine of two 1-element rows is only their sign
+        # agreement, so the rows' scores are compared as vectors, centred: their Pearson
+        # correlation stands for every row's cosine
+        a, b = ref[:, 0] - ref[:, 0].mean(), out[:, 0] - out[:, 0].mean()
+        r = float((a * b).sum() / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+        cosine = np.full(len(ref), r)
+    else:
+        norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
+        cosine = (ref * out).sum(axis=1) / np.clip(norms, 1e-30, None)
     return Agreement(n_samples=int(ref.shape[0]), max_abs_diff=float(np.abs(ref - out).max()),
                      mean_cosine=float(cosine.mean()), min_cosine=float(cosine.min()),
                      output_shape=list(out.shape))

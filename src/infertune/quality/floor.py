@@ -139,8 +139,10 @@ class FloorCheck:
         return cls(**{**data, "floor": Floor.from_dict(data["floor"])})
 
 
-def check_floor(floor: Floor, metric: Metric, draws: Draws, n: int) -> FloorCheck:
-    """Judge ``draws`` (the floor metric's bootstrap draws over n examples) against the floor."""
+def check_floor(floor: Floor, metric: Metric, draws: Draws, n: int,
+                unit: str = "examples") -> FloorCheck:
+    """Judge ``draws`` (the floor metric's bootstrap draws over n examples, or n ``unit``: the
+    queries a per-query ranking metric resamples) against the floor."""
     if metric.extreme:
         return _check_extreme(floor, metric, draws, n)
     quantity, estimate, samples, limit, upper = _judged(floor, metric, draws)
@@ -149,7 +151,7 @@ def check_floor(floor: Floor, metric: Metric, draws: Draws, n: int) -> FloorChec
     outside = (low > limit) if upper else (high < limit)
     verdict: Verdict = "pass" if inside else "fail" if outside else "inconclusive"
     side = "<=" if upper else ">="
-    text = (f"{quantity} = {estimate:.4g}, 95% CI [{low:.4g}, {high:.4g}] over {n} examples "
+    text = (f"{quantity} = {estimate:.4g}, 95% CI [{low:.4g}, {high:.4g}] over {n} {unit} "
             f"(paired bootstrap, {len(samples)} resamples); the floor needs {side} {limit:.4g}")
     more = None
     if verdict == "inconclusive":

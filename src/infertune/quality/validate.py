@@ -242,7 +242,8 @@ def evaluate_outputs(baseline_outputs: Sequence[Any] | np.ndarray,
         draws = draw(metric, var, base, label_arr, idx, set_resamples)
         values.append(metric_value(metric, draws))
         if metric.name == floor.metric:
-            floor_check = check_floor(floor, metric, draws, units)
+            floor_check = check_floor(floor, metric, draws, units,
+                                      "queries" if metric.units else "examples")
     assert floor_check is not None
     notes = [] if labels is not None else [
         "no labels: every metric compares the variant with the baseline's outputs"]

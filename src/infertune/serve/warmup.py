@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from infertune.data.text_inputs import TextPair
 from infertune.models.base import Adapter
 
 
@@ -25,10 +26,19 @@ def warmup_batches(adapter: Adapter, max_batch_size: int) -> list[list[Any]]:
     base = adapter.sample_inputs(1)[0]
     batches = []
     for tokens in buckets:
-        # Roughly one token per word; the tokenizer truncates at max_length anyway.
-        text = " ".join((base.split() * (tokens // max(1, len(base.split())) + 1))[:tokens])
-        batches.extend([[text] * n for n in sizes])
+        item = _stretched(base, tokens)
+        batches.extend([[item] * n for n in sizes])
     return batches
+
+
+def _stretched(base: Any, tokens: int) -> Any:
+    """``base`` repeated to about ``tokens`` words (roughly one token per word; the tokenizer
+    truncates at max_length anyway); a (query, passage) pair keeps its query and stretches its
+    passage, as long passages are what make a reranker's batches long."""
+    if isinstance(base, TextPair):
+        return TextPair(base.query, _stretched(base.passage, tokens))
+    words = str(base).split()
+    return " ".join((words * (tokens // max(1, len(words)) + 1))[:tokens])
 
 
 def prime_on_this_thread(adapter: Adapter) -> None:
