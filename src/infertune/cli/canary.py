@@ -1,6 +1,11 @@
-"""`infertune canary --server URL --release NAME [--steps 1,5,25,50,100] [--prometheus URL]`
+"""`infertune canary --server URL --release NAME [--steps 10,50,100] [--prometheus URL]`
 
-Moves the server's canary through the traffic steps and judges the gates (errors, p95 and p99
+Measures the request rate first (the baseline, canary at 0%), sizes the steps and the canary
+answers each step needs so its gates can catch a p95 +20%, outputs disagreeing at twice the
+limit and an error rate 5 points up (rollout/plan.py), prints the plan and its expected time to
+a decision, and refuses (exit 1, canary left at 0%) a plan that cannot decide within
+--decide-within-s, naming the rate or time that would; explicit --steps / --min-step-samples
+win. Then it moves the server's canary through the steps and judges the gates (errors, p95 and p99
 latency, agreement with the stable release's outputs, and the business metric when feedback
 exists) at every poll. Statistics: beta-binomial mixture confidence sequences, always valid
 under continuous monitoring, alpha split over the gates: a canary no worse than the stable is
@@ -28,23 +33,30 @@ def parse_steps(text: str) -> tuple[float, ...]:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("canary", help="Step a canary's traffic up, judging latency, errors, output "
-                 "agreement and the business metric with always-valid statistics; promote "
-                 "or roll back.")
+    @app.command("canary", help="Measure the traffic, size the canary's steps from it, step "
+                 "the traffic up judging latency, errors, output agreement and the business "
+                 "metric with always-valid statistics; promote or roll back.")
     def canary(
         server: Annotated[str, typer.Option("--server", help="http://host:port")],
         release: Annotated[str, typer.Option("--release", help="the server's canary")],
-        steps: Annotated[str, typer.Option("--steps", help="traffic percentages")] =
-            "1,5,25,50,100",
+        steps: Annotated[str | None, typer.Option(
+            "--steps", help="traffic percentages (default: planned from the rate)")] = None,
         prometheus: Annotated[str | None, typer.Option(
             "--prometheus", help="read counts by PromQL from this Prometheus URL")] = None,
         api_key_env: Annotated[str, typer.Option("--api-key-env")] = "INFERTUNE_API_KEY",
         alpha: Annotated[float, typer.Option(
             "--alpha", min=0.0001, max=0.5, help="false-rollback level, whole rollout")] = 0.05,
-        min_step_samples: Annotated[int, typer.Option("--min-step-samples", min=1)] = 200,
+        min_step_samples: Annotated[int | None, typer.Option(
+            "--min-step-samples", min=1, help="new canary answers per step (default: "
+            "sized to catch the effects)")] = None,
         baseline_samples: Annotated[int, typer.Option("--baseline-samples", min=1)] = 100,
         poll_s: Annotated[float, typer.Option("--poll-s", min=0.01)] = 1.0,
-        step_timeout_s: Annotated[float, typer.Option("--step-timeout-s", min=1)] = 300.0,
+        step_timeout_s: Annotated[float | None, typer.Option(
+            "--step-timeout-s", min=1, help="default: twice the plan's slowest step")] = None,
+        decide_within_s: Annotated[float, typer.Option(
+            "--decide-within-s", min=1, help="refuse a plan expected to take longer")] = 300.0,
+        rate_window_s: Annotated[float, typer.Option(
+            "--rate-window-s", min=0.1, help="measure the request rate this long")] = 20.0,
         max_disagreement: Annotated[float, typer.Option(
             "--max-disagreement", min=0.0, max=0.99,
             help="largest share of outputs allowed to disagree with the stable's")] = 0.05,
@@ -52,34 +64,44 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[Path | None, typer.Option("--json", help="write the outcome")] =
             None,
     ) -> None:
-        import httpx
-
         from infertune.cli._common import write_json
         from infertune.rollout.client import RouterClient, server_client
         from infertune.rollout.controller import CanaryController, StepPlan
         from infertune.rollout.gates import METHOD, GateConfig, GateResult
-        from infertune.rollout.observe import PrometheusMetrics, ServerMetrics
+        from infertune.rollout.plan import CanaryPlan, Sizing
 
-        config = GateConfig(alpha=alpha, min_samples=min(min_step_samples, baseline_samples),
-                            max_disagreement=max_disagreement)
-        plan = StepPlan(steps=parse_steps(steps), min_step_samples=min_step_samples,
+        config = GateConfig(alpha=alpha, max_disagreement=max_disagreement,
+                            min_samples=min(min_step_samples or baseline_samples,
+                                            baseline_samples))
+        given = parse_steps(steps) if steps is not None else None
+        fixed = given is not None and min_step_samples is not None
+        plan = StepPlan(steps=given or StepPlan.steps,
+                        min_step_samples=min_step_samples or StepPlan.min_step_samples,
                         baseline_samples=baseline_samples, poll_s=poll_s,
-                        step_timeout_s=step_timeout_s, business_metric=business_metric)
-        typer.echo(f"canary {release}: steps {', '.join(f'{s:g}%' for s in plan.steps)}; "
-                   f"gates judged by {METHOD}; false-rollback level alpha={alpha:g} over the "
-                   f"whole rollout ({config.alpha_per_gate:.4g} per gate)", err=True)
+                        step_timeout_s=step_timeout_s or StepPlan.step_timeout_s,
+                        business_metric=business_metric)
+        sizing = None if fixed else Sizing(decide_within_s=decide_within_s,
+                                           rate_window_s=rate_window_s, steps=given,
+                                           step_samples=min_step_samples)
+        typer.echo(f"canary {release}: gates judged by {METHOD}; false-rollback level "
+                   f"alpha={alpha:g} over the whole rollout ({config.alpha_per_gate:.4g} per "
+                   "gate)" + ("" if sizing is None else f"; measuring the request rate for "
+                              f"{rate_window_s:g} s at 0% to size the plan"), err=True)
         shown: dict[float, int] = {}
 
         def on_look(weight: float, results: list[GateResult]) -> None:
             shown[weight] = shown.get(weight, 0) + 1
 
+        def on_plan(sized: CanaryPlan) -> None:
+            for line in sized.lines():
+                typer.echo(f"plan: {line}", err=True)
+
         with server_client(server, api_key_env, os.environ) as client:
-            source: Any = ServerMetrics(client)
-            if prometheus is not None:
-                source = PrometheusMetrics(httpx.Client(base_url=prometheus.rstrip("/"),
-                                                        timeout=10))
-            controller = CanaryController(RouterClient(client), source, config, plan,
-                                          on_look=on_look)
+            controller = CanaryController(RouterClient(client), _source(client, prometheus),
+                                          config, plan, on_look=on_look, sizing=sizing,
+                                          on_plan=on_plan)
+            if step_timeout_s is not None:
+                controller.step_timeout_s = step_timeout_s
             outcome = controller.run(release)
         for step in outcome.steps:
             typer.echo(f"step {step.weight:g}%: {step.verdict} after {step.seconds:.1f} s, "
@@ -95,3 +117,14 @@ def register(app: typer.Typer) -> None:
         # exit 1 like an unmet quality floor: the release failed its gates (the command worked)
         raise UserError(f"rolled back {release} {outcome.reason} (rollback call answered in "
                         f"{(outcome.rollback_seconds or 0) * 1000:.0f} ms)")
+
+
+def _source(client: Any, prometheus: str | None) -> Any:
+    """The router's /metrics, or PromQL against --prometheus."""
+    import httpx
+
+    from infertune.rollout.observe import PrometheusMetrics, ServerMetrics
+
+    if prometheus is None:
+        return ServerMetrics(client)
+    return PrometheusMetrics(httpx.Client(base_url=prometheus.rstrip("/"), timeout=10))

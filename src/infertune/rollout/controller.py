@@ -2,7 +2,11 @@
 back.
 
     baseline   weight 0; wait until the stable has answered ``baseline_samples`` requests, and
-               fix the latency thresholds (its p95 and p99 buckets) from them
+               fix the latency thresholds (gates.P95_ANCHOR's and the p99 bucket) from them;
+               with a ``Sizing`` also measure the request rate (at least ``rate_window_s``)
+    plan       with a ``Sizing``: the steps and per-step samples sized from that rate so each
+               step can catch the configured effects in time (rollout/plan.py); a plan that
+               cannot decide in time is refused before any traffic reaches the canary
     step W%    set the weight; every ``poll_s`` read the counts since the rollout began and
                judge the gates (rollout/gates.py); any gate sure to be worse -> roll back at
                once; every required gate passing with ``min_step_samples`` new canary answers
@@ -18,15 +22,34 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from infertune.errors import ConfigError
-from infertune.rollout.gates import METHOD, GateConfig, GateName, GateResult, judge, overall
-from infertune.rollout.observe import MetricsSource, Snapshot, evidence, threshold
+from infertune.rollout.gates import (
+    METHOD,
+    P95_ANCHOR,
+    GateConfig,
+    GateName,
+    GateResult,
+    judge,
+    overall,
+)
+from infertune.rollout.observe import (
+    MetricsSource,
+    Snapshot,
+    evidence,
+    threshold,
+    threshold_below,
+)
+from infertune.rollout.plan import CanaryPlan, Sizing, measure_traffic, plan_for
 from infertune.serve.routing import RoutingState
 
 REQUIRED: tuple[GateName, ...] = ("errors", "latency_p95", "latency_p99", "agreement")
+
+
+class PlanRefused(ConfigError):
+    """No plan decides in time at the measured rate (the canary stays at weight 0)."""
 
 
 class RoutingControl(Protocol):
@@ -79,6 +102,7 @@ class CanaryOutcome:
     thresholds_s: dict[str, float | None]
     steps: list[StepReport] = field(default_factory=list)
     rollback_seconds: float | None = None  # how long the rollback call took to answer
+    plan: CanaryPlan | None = None  # the sized plan (None: the steps were fixed in advance)
 
     @property
     def caught_at(self) -> float | None:
@@ -88,6 +112,7 @@ class CanaryOutcome:
         return {"release": self.release, "decision": self.decision, "reason": self.reason,
                 "method": self.method, "alpha": self.alpha, "thresholds_s": self.thresholds_s,
                 "rollback_seconds": self.rollback_seconds,
+                "plan": self.plan.to_dict() if self.plan is not None else None,
                 "steps": [s.to_dict() for s in self.steps]}
 
 
@@ -95,10 +120,14 @@ class CanaryController:
     def __init__(self, control: RoutingControl, source: MetricsSource, config: GateConfig,
                  plan: StepPlan, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 on_look: Callable[[float, list[GateResult]], None] | None = None) -> None:
+                 on_look: Callable[[float, list[GateResult]], None] | None = None,
+                 sizing: Sizing | None = None,
+                 on_plan: Callable[[CanaryPlan], None] | None = None) -> None:
         self.control, self.source, self.config, self.plan = control, source, config, plan
         self.clock, self.sleep = clock, sleep
-        self.on_look = on_look
+        self.on_look, self.on_plan = on_look, on_plan
+        self.sizing = sizing
+        self.step_timeout_s: float | None = None  # set: wins over the plan's sized timeout
         self.required = tuple(g for g in REQUIRED if g in config.gates)
 
     def run(self, release: str) -> CanaryOutcome:
@@ -109,11 +138,13 @@ class CanaryController:
                               f"{release}")
         stable = state.stable
         self.control.change("weight", weight=0.0, reason="canary: baseline")
+        began, before = self.clock(), self.source.snapshot()
         start = self._baseline(stable)
-        p95 = threshold(start.of(stable), 0.95, self.plan.baseline_samples)
+        sized = self._size(before, start, stable, self.clock() - began)
+        p95 = threshold_below(start.of(stable), P95_ANCHOR, self.plan.baseline_samples)
         p99 = threshold(start.of(stable), 0.99, self.plan.baseline_samples)
         outcome = CanaryOutcome(release, "promoted", "", METHOD, self.config.alpha,
-                                {"p95": p95, "p99": p99})
+                                {"p95": p95, "p99": p99}, plan=sized)
         for weight in self.plan.steps:
             self.control.change("weight", weight=weight, reason=f"canary step {weight:g}%")
             report = self._step(weight, start, release, stable, p95, p99)
@@ -125,11 +156,31 @@ class CanaryController:
         self.control.change("promote", reason=outcome.reason)
         return outcome
 
+    def _size(self, before: Snapshot, start: Snapshot, stable: str,
+              seconds: float) -> CanaryPlan | None:
+        """With a Sizing: the plan from the measured rate, adopted (or refused)."""
+        if self.sizing is None:
+            return None
+        traffic = measure_traffic(before.of(stable), start.of(stable), seconds,
+                                  self.sizing.effects.p95_slowdown, self.plan.baseline_samples)
+        plan = plan_for(traffic, self.config, self.sizing, self.required)
+        if self.on_plan is not None:
+            self.on_plan(plan)
+        if plan.refusal is not None:
+            raise PlanRefused(f"no canary plan decides in time: {plan.refusal} (the canary "
+                              "stays at 0%)")
+        self.plan = replace(self.plan, steps=plan.steps, min_step_samples=plan.step_samples,
+                            step_timeout_s=self.step_timeout_s or
+                            plan.step_timeout_s(self.plan.poll_s))
+        return plan
+
     def _baseline(self, stable: str) -> Snapshot:
         began = self.clock()
+        window = self.sizing.rate_window_s if self.sizing is not None else 0.0
         while True:
             snap = self.source.snapshot()
-            if snap.of(stable).requests >= self.plan.baseline_samples:
+            if snap.of(stable).requests >= self.plan.baseline_samples and \
+                    self.clock() - began >= window:
                 return snap
             if self.clock() - began > self.plan.baseline_timeout_s:
                 raise ConfigError(

@@ -151,6 +151,18 @@ def threshold(counts: ReleaseCounts, quantile: float, min_samples: int) -> float
     return None
 
 
+def threshold_below(counts: ReleaseCounts, quantile: float, min_samples: int) -> float | None:
+    """The largest bucket bound at or below the release's ``quantile`` (at least 1 - quantile
+    of its requests are slower), or None with fewer than ``min_samples`` requests or when no
+    bound holds that little."""
+    total = counts.buckets.get(math.inf, 0.0)
+    if total < min_samples:
+        return None
+    held = [le for le in sorted(counts.buckets)
+            if math.isfinite(le) and 0 < counts.buckets[le] <= quantile * total]
+    return held[-1] if held else None
+
+
 def _since(now: ReleaseCounts, start: ReleaseCounts) -> ReleaseCounts:
     feedback = {m: c.minus(start.feedback.get(m, Counts(0, 0))) for m, c in now.feedback.items()}
     return ReleaseCounts(

@@ -5,8 +5,9 @@ Each arm has a lognormal latency (median, sigma), an error rate, a share of outp
 disagree with the stable's, and optionally a conversion rate. Time is simulated: ``sleep(s)``
 sends ``rate_rps * s`` requests, split between the arms by the current canary weight, and
 every canary answer is replayed to the stable (as the router does), which both compares the
-outputs and adds a stable latency sample. benchmarks/canary_stats.py and the controller's
-unit tests use it.
+outputs and adds a stable latency sample. ``history_s``: seconds of traffic the stable
+answered before the rollout began. benchmarks/canary_stats.py and the controller's unit tests
+use it.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class SimulatedRollout:
 
     def __init__(self, stable: ArmModel, canary: ArmModel, *, rate_rps: float = 200.0,
                  seed: int = 0, stable_name: str = "stable", canary_name: str = "canary",
-                 metric: str = "conversion") -> None:
+                 metric: str = "conversion", history_s: float = 0.0) -> None:
         self.models = {stable_name: stable, canary_name: canary}
         self.routing = RoutingState(stable=stable_name, canary=canary_name)
         self.rate_rps = rate_rps
@@ -65,6 +66,9 @@ class SimulatedRollout:
         self.now = 0.0
         self.tallies = {stable_name: _Tally(), canary_name: _Tally()}
         self.actions: list[str] = []
+        # the stable's traffic before the rollout began (a canary starts against a release
+        # that has been serving): its latency shares are what the plan is sized from
+        self._serve(stable_name, int(self.rng.poisson(rate_rps * history_s)), answered=True)
 
     # RoutingControl
     def state(self) -> RoutingState:

@@ -38,8 +38,8 @@ def test_thresholds_come_from_the_slo() -> None:
     assert t.queue_depth.value == 50 and "no measured capacity" in t.queue_depth.source
     assert rules["InfertuneP99OverSLO"]["annotations"]["threshold"] == \
         "0.12 s from scenario.yaml slo.p99_ms = 120 ms"
-    # 120 ms falls between the 0.1 s and 0.15 s buckets: the alert says so
-    assert "between the 0.1 s and 0.15 s buckets" in \
+    # 120 ms falls between the 0.1 s and 0.125 s buckets: the alert says so
+    assert "between the 0.1 s and 0.125 s buckets" in \
         rules["InfertuneP99OverSLO"]["annotations"]["description"]
 
 
@@ -83,7 +83,8 @@ def test_promtool_accepts_the_generated_file(tmp_path: Path, slo: SLO) -> None:
 
 def test_latency_bracket_and_run_slo(tmp_path: Path) -> None:
     assert latency_bracket(0.1) is None  # a bucket bound: exact
-    assert latency_bracket(0.06) == (0.05, 0.075)
+    assert latency_bracket(0.06) is None  # a bound too since the buckets are 1.25x apart
+    assert latency_bracket(0.055) == (0.05, 0.06)
     assert latency_bracket(60.0) is None
     assert run_slo(tmp_path) == SLO()
     (tmp_path / "scenario.yaml").write_text("slo: {p99_ms: 80}\n")
