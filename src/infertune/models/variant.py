@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from infertune.errors import ModelLoadError
 from infertune.models.base import Adapter, ModelInfo
+from infertune.models.gpu import OrtGpuRunner, OrtGpuSettings
 from infertune.models.runners import OrtRunner, TorchRunner, hf_call
 from infertune.models.tensor import onnx_tensor_adapter
 from infertune.models.text import TextAdapter, TextPreprocess
@@ -123,6 +124,7 @@ class Manifest:
     threads: ThreadSettings = field(default_factory=ThreadSettings)
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
     recipe: TorchRecipe | None = None
+    gpu: OrtGpuSettings | None = None  # onnxruntime on CUDA/TensorRT (models/gpu.py)
     source: dict[str, str] = field(default_factory=dict)  # ref, model id, sha256
     max_position: int | None = None
     libraries: dict[str, str] = field(default_factory=dict)
@@ -136,6 +138,11 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def on_gpu(self) -> bool:
+        """Whether this variant runs on an NVIDIA GPU (onnxruntime CUDA/TensorRT, torch cuda)."""
+        return self.gpu is not None or (self.recipe is not None
+                                        and self.recipe.device.startswith("cuda"))
 
     def int8_scheme(self) -> tuple[str, str, bool] | None:
         """(activation, weight, reduce_range) of the INT8 pass that built this variant."""
@@ -156,6 +163,8 @@ class Manifest:
         data["preprocessing"] = Preprocessing(**data.get("preprocessing", {}))
         if data.get("recipe") is not None:
             data["recipe"] = TorchRecipe(**data["recipe"])
+        if data.get("gpu") is not None:
+            data["gpu"] = OrtGpuSettings.from_dict(data["gpu"])
         if data.get("agreement") is not None:
             data["agreement"] = Agreement.from_dict(data["agreement"])
         data["fp32_layers"] = [Fp32Layer(**f) for f in data.get("fp32_layers", [])]
@@ -224,6 +233,11 @@ def load_variant(path: str | Path) -> Adapter:
 
 def _ort_runner(folder: Path, manifest: Manifest) -> Any:
     t = manifest.threads
+    if manifest.gpu is not None:  # ModelLoadError names a missing or failed GPU provider
+        return OrtGpuRunner.open_gpu(
+            str(folder / manifest.model_file), manifest.gpu, precision=manifest.precision,
+            intra_op_threads=t.intra_op, inter_op_threads=t.inter_op,
+            graph_level=t.graph_level, disabled_optimizers=list(t.disabled_optimizers))
     try:
         return OrtRunner.open(str(folder / manifest.model_file), precision=manifest.precision,
                               intra_op_threads=t.intra_op, inter_op_threads=t.inter_op,
@@ -239,6 +253,10 @@ def _torch_runner(folder: Path, manifest: Manifest) -> Any:
     import transformers
 
     recipe = manifest.recipe or TorchRecipe()
+    if recipe.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"variant {folder} runs on a CUDA GPU, which torch cannot see here "
+                             "(a CPU-only torch build, or no NVIDIA driver); serve it on a GPU "
+                             "machine with a CUDA build of torch, or pick a CPU variant")
     auto = (transformers.AutoModel if manifest.task == "embedding"
             else transformers.AutoModelForSequenceClassification)
     kwargs: dict[str, Any] = {"local_files_only": True}
