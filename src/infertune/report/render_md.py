@@ -1,13 +1,14 @@
-"""Markdown rendering of a Report: a summary under 700 words first (plain language, no code),
-then the details outside the limit. Reads only the Report; never computes a figure.
+"""Markdown rendering of a Report: a summary of at most 700 words first (plain language, no
+code), then the details outside the limit. Reads only the Report; never computes a figure.
 
 The summary ends at SUMMARY_END (an HTML comment, invisible when rendered);
-``summary_word_count`` counts the words before it.
+``summary_word_count`` counts the words before it as ``wc -w`` does. When the full summary is
+over the limit, its least needed blocks move to the details (measurement plan, guardrails, the
+missing facts' list, the first week, then the options past the third), each leaving a one-line
+pointer, until it fits.
 """
 
 from __future__ import annotations
-
-import re
 
 from infertune.report.schema import Figure, Impact, Option, Percentiles, Report
 
@@ -39,48 +40,112 @@ def impact_text(impact: Impact, keys: tuple[str, ...] = IMPACT_ORDER) -> str:
 
 
 def summary_word_count(markdown: str) -> int:
-    """Words in the summary part (before SUMMARY_END): tokens with a letter or digit, so table
-    pipes and rules do not count."""
-    summary = markdown.split(SUMMARY_END, 1)[0]
-    return sum(1 for tok in summary.split() if re.search(r"[A-Za-z0-9]", tok))
+    """Words in the summary part (before SUMMARY_END), counted as ``wc -w`` counts them: every
+    whitespace-separated token, table pipes and rules included."""
+    return len(markdown.split(SUMMARY_END, 1)[0].split())
 
 
-def render_markdown(report: Report) -> str:
-    lines = _summary(report) + ["", SUMMARY_END, ""] + _details(report)
+def render_markdown(report: Report, limit: int = SUMMARY_WORD_LIMIT) -> str:
+    summary, moved = fit_summary(report, limit)
+    lines = summary + ["", SUMMARY_END, ""] + _details(report, moved)
     return "\n".join(lines).rstrip() + "\n"
 
 
 # ---- summary --------------------------------------------------------------------------------
 
-def _summary(r: Report) -> list[str]:
+# The blocks that may leave the summary, least needed first: (key, the pointer left behind).
+# The problem, the diagnosis, the top three options, the recommendation and the SLO check stay.
+MOVABLE = (("measurement_plan", "The measurement plan"), ("guardrails", "The guardrails"),
+           ("missing_facts", "The assumed missing facts"), ("first_week", "The first week's plan"),
+           ("options_past_3", "Options 4 and 5"))
+
+
+def fit_summary(r: Report, limit: int = SUMMARY_WORD_LIMIT) -> tuple[list[str], list[str]]:
+    """The summary's lines within ``limit`` words, and the keys of the blocks moved out."""
+    moved: list[str] = []
+    lines = _summary(r, moved)
+    present = {"measurement_plan": True, "guardrails": bool(r.guardrails),
+               "missing_facts": bool(r.missing_facts), "first_week": bool(r.first_week),
+               "options_past_3": len(r.options) > 3}
+    for key, _ in MOVABLE:
+        if len("\n".join(lines).split()) <= limit:
+            break
+        if not present[key]:
+            continue
+        moved.append(key)
+        lines = _summary(r, moved)
+    return lines, moved
+
+
+def _summary(r: Report, moved: list[str] | None = None) -> list[str]:
+    gone = set(moved or ())
     p = r.problem
     out = [f"# {r.title}", "", _provenance_line(r), "", "## Summary", "",
            f"**The problem.** {p.statement}", "",
            f"- Latency goal: {p.latency_goal}", f"- Throughput goal: {p.throughput_goal}",
            f"- Cost goal: {p.cost_goal}", ""]
-    if r.missing_facts:
-        out += ["**Missing facts** (each would sharpen the advice; assumed meanwhile):", ""]
-        out += [f"- {m.fact}: assumed {m.assumption}." for m in r.missing_facts] + [""]
+    if r.missing_facts and "missing_facts" not in gone:
+        out += _missing_facts(r) + [""]
     out += [f"**Where the time goes.** {r.diagnosis.summary}", ""]
     out += _key_figures(r)
     out += ["**Options, ranked** by impact per effort within the risk budget:", ""]
-    out += _options_table(r.options[:SUMMARY_OPTIONS], short=True,
-                          inside_slo=bool(r.problem.inside_slo))
-    if len(r.options) > SUMMARY_OPTIONS:
-        out += ["", f"{len(r.options) - SUMMARY_OPTIONS} more options are in the details."]
+    shown = 3 if "options_past_3" in gone else SUMMARY_OPTIONS
+    out += _options_table(r.options[:shown], short=True, inside_slo=bool(r.problem.inside_slo))
+    if len(r.options) > shown:
+        out += ["", f"{len(r.options) - shown} more options are in the details."]
     if r.recommendation and r.recommendation.variant_id:
         rec = r.recommendation
         out += ["", f"**Recommendation:** {rec.title} (variant `{rec.variant_id}`). "
                     f"{as_sentence(rec.reason)}"]
     out += _slo_check(r)
-    out += ["", "**First week.**", ""]
-    out += [f"{i}. **{s.title}.** {s.detail}" for i, s in enumerate(r.first_week, 1)]
+    if "first_week" not in gone:
+        out += [""] + _first_week(r)
+    if "measurement_plan" not in gone:
+        out += [""] + _measurement_plan(r)
+    if "guardrails" not in gone:
+        out += [""] + _guardrails(r)
+    pointers = [text for key, text in MOVABLE if key in gone and key != "options_past_3"]
+    if pointers:
+        out += ["", f"{_joined(pointers)} {'is' if len(pointers) == 1 else 'are'} in the "
+                    f"details (moved to keep this summary within {SUMMARY_WORD_LIMIT} words)."]
+    return out
+
+
+def _joined(items: list[str]) -> str:
+    head = [items[0]] + [i[0].lower() + i[1:] for i in items[1:]]
+    return head[0] if len(head) == 1 else ", ".join(head[:-1]) + " and " + head[-1]
+
+
+def _missing_facts(r: Report) -> list[str]:
+    return (["**Missing facts** (each would sharpen the advice; assumed meanwhile):", ""]
+            + [f"- {m.fact}: assumed {m.assumption}." for m in r.missing_facts])
+
+
+def _first_week(r: Report) -> list[str]:
+    return ["**First week.**", ""] + [f"{i}. **{s.title}.** {s.detail}"
+                                      for i, s in enumerate(r.first_week, 1)]
+
+
+def _measurement_plan(r: Report) -> list[str]:
     mp = r.measurement_plan
-    out += ["", "**Measurement plan.** Log per stage: " + "; ".join(mp.log_per_stage) + ".",
+    return ["**Measurement plan.** Log per stage: " + "; ".join(mp.log_per_stage) + ".",
             f"Compare variants {mp.compare_variants}",
-            f"To catch quality loss or drift, {mp.quality_and_drift}", "",
-            "**Guardrails.**", ""]
-    out += [f"- {g}" for g in r.guardrails]
+            f"To catch quality loss or drift, {mp.quality_and_drift}",
+            *([f"Measure it with {mp.measure_with}."] if mp.measure_with else [])]
+
+
+def _guardrails(r: Report) -> list[str]:
+    return ["**Guardrails.**", ""] + [f"- {g}" for g in r.guardrails]
+
+
+def _moved_blocks(r: Report, moved: list[str]) -> list[str]:
+    """The blocks fit_summary moved out of the summary, at the head of the details."""
+    blocks = {"missing_facts": _missing_facts, "first_week": _first_week,
+              "measurement_plan": _measurement_plan, "guardrails": _guardrails}
+    out: list[str] = []
+    for key, _ in MOVABLE:
+        if key in moved and key in blocks and (key != "missing_facts" or r.missing_facts):
+            out += blocks[key](r) + [""]
     return out
 
 
@@ -164,8 +229,8 @@ def _options_table(options: list[Option], short: bool, inside_slo: bool = False)
 
 # ---- details --------------------------------------------------------------------------------
 
-def _details(r: Report) -> list[str]:
-    out = ["## Details", ""]
+def _details(r: Report, moved: list[str] | None = None) -> list[str]:
+    out = ["## Details", ""] + _moved_blocks(r, moved or [])
     if r.assumptions:
         out += ["### Assumptions", ""] + [f"- {a}" for a in r.assumptions] + [""]
     if r.missing_facts:

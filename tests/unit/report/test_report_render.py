@@ -13,13 +13,68 @@ from infertune.cli import app, main
 from infertune.config import Scenario
 from infertune.report.interview import interview
 from infertune.report.render import render, write_report
-from infertune.report.render_md import SUMMARY_END, render_markdown, summary_word_count
-from infertune.report.schema import Report
+from infertune.report.render_md import (
+    SUMMARY_END,
+    SUMMARY_WORD_LIMIT,
+    _summary,
+    render_markdown,
+    summary_word_count,
+)
+from infertune.report.schema import Figure, Percentiles, Report, SloCheck, SloPoint
 
 
-def test_summary_word_count_counts_only_the_summary() -> None:
+def test_summary_word_count_counts_only_the_summary_as_wc_does() -> None:
     md = "# Title\n\nOne two three | --- |\n\n" + SUMMARY_END + "\n\nfour five six seven"
-    assert summary_word_count(md) == 4  # Title One two three; pipes and rules do not count
+    assert summary_word_count(md) == 8  # wc -w: '#', pipes and rules are words too
+
+
+def _with_slo_check(report: Report) -> Report:
+    """The measured fixture plus what a run adds to the summary: the SLO check at the mean and
+    the peak with its verdict and what would meet the SLO (the demo's summary had these)."""
+    hw = "2-core AMD EPYC (test fixture)"
+    points = [SloPoint(label=label, offered=Figure.measured(rate, "requests/s", hw, 800),
+                       achieved=Figure.measured(rate * 0.99, "requests/s", hw, 800),
+                       measured=Percentiles(**{k: Figure.measured(v, "ms", hw, 800) for k, v in
+                                               zip(("p50", "p95", "p99"), ms, strict=True)}),
+                       shed=Figure.measured(0.2, "%", hw, 800), meets_slo=ok,
+                       goodput=Figure.measured(rate, "requests/s", hw, 800),
+                       cost_per_1k=Figure.measured(0.0003, "USD", hw, 800))
+              for label, rate, ms, ok in (("mean", 20.0, (6.1, 10.2, 13.9), True),
+                                          ("peak", 60.0, (7.5, 16.8, 24.0), False))]
+    check = SloCheck(variant_id="ort-int8-pc", policy_id="b8-w2", targets={"p95": 15.0},
+                     points=points, cost_ceiling=Figure.measured(0.05, "USD", hw, 1),
+                     within_ceiling=True,
+                     verdict="The recommended configuration meets the p95 target at the mean "
+                             "rate and misses it at the peak, measured as served.",
+                     what_would=["two instances at the peak, from the measured goodput of 40 "
+                                 "requests/s per instance",
+                                 "a max_wait_ms of 1 instead of 2, which the sweep measured "
+                                 "at 2 ms less p95 at the peak"])
+    return report.model_copy(update={"slo_check": check})
+
+
+def test_summary_holds_700_words_by_wc_on_a_realistic_report(measured_report) -> None:
+    report = _with_slo_check(measured_report)
+    assert len("\n".join(_summary(report)).split()) > SUMMARY_WORD_LIMIT  # over without fitting
+    md = render_markdown(report)
+    summary, details = md.split(SUMMARY_END)
+    assert len(summary.split()) <= SUMMARY_WORD_LIMIT  # what `wc -w` reads
+    assert summary_word_count(md) == len(summary.split())
+    # the least needed blocks moved to the details, in order, each named in the summary
+    for block in ("**Measurement plan.**", "**Guardrails.**", "**First week.**"):
+        assert block not in summary and block in details
+    assert ("The measurement plan, the guardrails and the first week's plan are in the details "
+            "(moved to keep this summary within 700 words).") in summary
+    assert "5 more options" not in summary and "12 more options are in the details." in summary
+    assert "**Recommendation:** ORT INT8 per-channel" in summary
+    assert "**At the SLO, measured.**" in summary
+
+
+def test_summary_under_the_limit_moves_nothing(measured_report) -> None:
+    md = render_markdown(measured_report, limit=10_000)
+    summary = md.split(SUMMARY_END)[0]
+    assert "**Measurement plan.**" in summary and "**Guardrails.**" in summary
+    assert "in the details (moved" not in summary
 
 
 def test_measured_report_markdown(measured_report) -> None:
