@@ -46,8 +46,8 @@ def test_passes_that_cannot_apply_are_skipped_with_reasons(tiny_adapter, tmp_pat
         "torch_fp16", "torch_bf16", "ort_int8_static_minmax", "ort_threads_cores",
         "ort_trim_p99"])
     status = {r.pass_name: (r.status, r.reason) for r in results}
-    assert status["torch_fp16"] == ("skipped",
-                                    "FP16 needs a CUDA GPU; this machine has none visible to torch")
+    assert status["torch_fp16"] == (
+        "skipped", "needs an NVIDIA GPU; this machine's hardware report lists none")
     assert status["torch_bf16"][0] == "skipped"
     assert "emulated" in status["torch_bf16"][1]
     assert status["ort_int8_static_minmax"] == (

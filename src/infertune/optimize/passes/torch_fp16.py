@@ -1,10 +1,23 @@
-"""Torch FP16 (weights cast to float16): GPU only; CPUs lack fast FP16 matmuls."""
+"""Torch FP16 on CUDA: the weights cast to float16 and the model run on the GPU.
+
+Applies only on an NVIDIA GPU with FP16 tensor cores (compute capability 7.0+) that torch can
+see: CPUs lack fast FP16 matmuls, and before Volta FP16 gains little. Whether torch sees the
+GPU is injected (``cuda_available``), so the gate is tested on machines without one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from infertune.models.gpu import fp16_gpu_reason
 from infertune.models.variant import TorchRecipe
-from infertune.optimize.passes._torch import TorchVariantPass, device_for
+from infertune.optimize.passes._torch import TorchVariantPass
 from infertune.optimize.passes.base import PassContext
+
+
+def torch_sees_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 class TorchFp16Pass(TorchVariantPass):
@@ -12,7 +25,14 @@ class TorchFp16Pass(TorchVariantPass):
     precision = "fp16"
     recipe = TorchRecipe(dtype="fp16", mode="cast", device="cuda")
 
+    def __init__(self, cuda_available: Callable[[], bool] | None = None) -> None:
+        self._cuda_available = cuda_available or torch_sees_cuda
+
     def _reason(self, ctx: PassContext) -> str | None:
-        if device_for(ctx) != "cuda":
-            return "FP16 needs a CUDA GPU; this machine has none visible to torch"
+        reason = fp16_gpu_reason(ctx.hardware)
+        if reason is not None:
+            return reason
+        if not self._cuda_available():
+            return ("torch cannot see the GPU (a CPU-only torch build, or no CUDA driver); "
+                    "install a CUDA build of torch")
         return None

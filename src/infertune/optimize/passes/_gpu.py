@@ -1,0 +1,56 @@
+"""The shared body of the onnxruntime GPU passes (ort_cuda_fp16, ort_tensorrt_fp16): where they
+apply (an NVIDIA GPU with FP16 tensor cores, and the provider in this onnxruntime build), and
+the manifest's ``gpu`` settings that models/gpu.py applies at load.
+
+Which providers this onnxruntime has is injected (``available``), so the gates are tested on
+machines without a GPU; by default it is onnxruntime's own list, read when a pass is judged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from infertune.models.gpu import (
+    GpuProvider,
+    OrtGpuSettings,
+    available_providers,
+    fp16_gpu_reason,
+    provider_reason,
+)
+from infertune.models.variant import Manifest, PassRecord
+from infertune.optimize.passes._onnx import OrtDerivedPass
+from infertune.optimize.passes.base import PassContext
+
+ProvidersFn = Callable[[], Sequence[str]]
+
+
+class OrtGpuPass(OrtDerivedPass):
+    """Subclasses set name and provider and implement transform() and gpu_settings()."""
+
+    source: str | None = "ort_fp32"
+    precision = "fp16"
+    provider: GpuProvider = "cuda"
+
+    def __init__(self, available: ProvidersFn | None = None) -> None:
+        self._available = available or available_providers
+
+    def applies(self, ctx: PassContext) -> str | None:
+        # the hardware first: on a machine without a GPU, onnxruntime is not even asked
+        return fp16_gpu_reason(ctx.hardware) or provider_reason(self.provider,
+                                                                list(self._available()))
+
+    def gpu_settings(self, manifest: Manifest, ctx: PassContext,
+                     record: PassRecord) -> OrtGpuSettings:
+        return OrtGpuSettings(provider=self.provider)
+
+    def update(self, manifest: Manifest, ctx: PassContext, record: PassRecord) -> None:
+        manifest.gpu = self.gpu_settings(manifest, ctx, record)
+        gpu = ctx.hardware.gpus[0] if ctx.hardware.gpus else None
+        if gpu is not None:
+            record.settings |= {"gpu": gpu.name, "compute_capability": gpu.compute_capability}
+        # CPU thread settings size nothing on the GPU; one host thread feeds the device
+        manifest.threads.intra_op = 1
+        manifest.threads.inter_op = 1
+
+    def settings(self) -> dict[str, Any]:
+        return {"provider": self.provider}

@@ -1,0 +1,67 @@
+"""onnxruntime on the CUDA provider in FP16, with IO binding.
+
+The graph is fused for the GPU (onnxruntime's transformer optimizer with use_gpu: its CUDA
+Attention kernel, fused LayerNorms and GELU) and converted to float16 with fp32 inputs and
+outputs (keep_io_types), so callers feed and read what the fp32 graph takes and gives. The
+fused LayerNorm kernels accumulate in fp32, which keeps the residual stream's normalisation
+out of fp16's 11-bit mantissa; the build-time check and the quality gate judge the rest (the
+graph also runs, slowly, on the CPU provider: tests/unit/optimize/test_passes_gpu.py).
+Graphs the bert fusions do not cover (tensor models, other architectures) are converted as
+they are."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from infertune.models.variant import PassRecord
+from infertune.optimize.passes._gpu import OrtGpuPass
+from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.ort_fusion import BERT_LIKE
+
+
+class OrtCudaFp16Pass(OrtGpuPass):
+    name = "ort_cuda_fp16"
+    provider = "cuda"
+
+    def settings(self) -> dict[str, Any]:
+        return {"provider": "cuda", "io_binding": True, "keep_io_types": True,
+                "converter": "onnxruntime.transformers float16"}
+
+    def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
+        config = getattr(getattr(ctx.baseline.runner, "module", None), "config", None)
+        record.settings |= fp16_graph(src, dst, config)
+
+
+def fp16_graph(src: Path, dst: Path, hf_config: Any = None) -> dict[str, Any]:
+    """Write ``dst``: ``src`` fused for the GPU (BERT-like Hugging Face configs) and in fp16.
+    Returns what was done, for the pass record."""
+    from onnxruntime.transformers import optimizer
+
+    model_type = getattr(hf_config, "model_type", None)
+    if model_type in BERT_LIKE:
+        model = optimizer.optimize_model(
+            str(src), model_type="bert", num_heads=hf_config.num_attention_heads,
+            hidden_size=hf_config.hidden_size, opt_level=0, use_gpu=True)
+        fused = {k: v for k, v in model.get_fused_operator_statistics().items() if v}
+    else:  # no fusion patterns for this graph: only the precision changes
+        import onnx
+        from onnxruntime.transformers.onnx_model import OnnxModel
+
+        model = OnnxModel(onnx.load(str(src)))
+        fused = {}
+    model.convert_float_to_float16(keep_io_types=True)
+    model.save_model_to_file(str(dst))
+    return {"gpu_fusion": fused, "fused_for": "bert" if fused else None,
+            "initializers": initializer_types(dst)}
+
+
+def initializer_types(path: Path) -> dict[str, int]:
+    """How many weight tensors the saved graph holds per element type ("float16": ...)."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    names = Counter(onnx.helper.tensor_dtype_to_np_dtype(t.data_type).name
+                    for t in graph.initializer)
+    return dict(sorted(names.items()))

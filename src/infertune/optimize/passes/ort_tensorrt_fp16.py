@@ -1,0 +1,72 @@
+"""onnxruntime on the TensorRT provider, FP16, with an engine cache and one shape profile.
+
+The graph stays the plain fp32 export (TensorRT parses standard ONNX ops, not onnxruntime's
+fused contrib ops, and picks FP16 kernels itself under trt_fp16_enable), with every tensor's
+shape inferred symbolically: TensorRT subgraphs need their input shapes, and nodes TensorRT
+does not take run on CUDA. The profile's opt shape comes from the traffic's token lengths
+(the calibration inputs); min and max cover every shape the preprocessing can produce
+(models/gpu.py trt_profile). Engines are built on first load and cached outside the variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infertune.models.gpu import OrtGpuSettings, TrtProfile, trt_profile
+from infertune.models.text import TextAdapter
+from infertune.models.variant import Manifest, PassRecord
+from infertune.optimize.passes._gpu import OrtGpuPass, ProvidersFn
+from infertune.optimize.passes.base import PassContext
+
+
+class OrtTensorrtFp16Pass(OrtGpuPass):
+    name = "ort_tensorrt_fp16"
+    provider = "tensorrt"
+
+    def __init__(self, available: ProvidersFn | None = None, max_batch: int = 32,
+                 opt_batch: int = 16) -> None:
+        super().__init__(available)
+        # the sweep's batch sizes go up to 16 (optimize/sweep.py); 32 leaves serve headroom,
+        # and the runner splits anything larger into profile-sized chunks
+        self.max_batch = max_batch
+        self.opt_batch = opt_batch
+
+    def settings(self) -> dict[str, Any]:
+        return {"provider": "tensorrt", "trt_fp16_enable": True, "engine_cache": True,
+                "io_binding": True, "max_batch": self.max_batch, "opt_batch": self.opt_batch}
+
+    def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
+        import onnx
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        inferred = SymbolicShapeInference.infer_shapes(onnx.load(str(src)), auto_merge=True)
+        onnx.save(inferred, str(dst))
+        record.settings["symbolic_shapes"] = True
+
+    def gpu_settings(self, manifest: Manifest, ctx: PassContext,
+                     record: PassRecord) -> OrtGpuSettings:
+        profile = traffic_profile(ctx, [i.name for i in manifest.inputs], self.max_batch,
+                                  self.opt_batch)
+        if profile is None:
+            manifest.notes.append("no token inputs: TensorRT builds an engine for each new "
+                                  "input shape on first sight (no explicit profile)")
+        else:
+            record.settings["profile"] = profile.provider_options()
+            manifest.notes.append(
+                f"TensorRT profile tuned for batch {self.opt_batch} x "
+                f"{profile.opt_shapes[manifest.inputs[0].name][1]} tokens (traffic p50 "
+                f"{profile.traffic['p50']:g}, p95 {profile.traffic['p95']:g} over "
+                f"{profile.traffic['n']:g} inputs); engines are built on first load")
+        return OrtGpuSettings(provider="tensorrt", profile=profile)
+
+
+def traffic_profile(ctx: PassContext, input_names: list[str], max_batch: int,
+                    opt_batch: int) -> TrtProfile | None:
+    """The profile from the calibration texts' token lengths; None for a tensor model."""
+    base = ctx.baseline
+    if not isinstance(base, TextAdapter) or not input_names:
+        return None
+    lengths = base.token_lengths(ctx.calibration_inputs())
+    return trt_profile(input_names, lengths, max_length=base.pre.max_length,
+                       max_batch=max_batch, opt_batch=min(opt_batch, max_batch),
+                       padded_length=base.pre.padded_length)
