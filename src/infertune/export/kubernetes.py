@@ -28,6 +28,7 @@ Autoscaler = Literal["hpa", "keda"]
 PORT = 8000
 CONFIG_DIR = "/etc/infertune"
 QUEUE_METRIC = "infertune_queue_depth"
+GPU_RESOURCE = "nvidia.com/gpu"  # the NVIDIA device plugin's resource name
 
 
 def labels(p: DeployPlan) -> dict[str, Node]:
@@ -56,6 +57,16 @@ def configmap(p: DeployPlan) -> dict[str, Node]:
             "data": {"serve.yaml": dump(serve_config(p))}}
 
 
+def gpu_limit(p: DeployPlan) -> dict[str, Node]:
+    """The GPU a GPU variant needs (extended resources are set as limits only; Kubernetes
+    makes the request equal), or nothing for a CPU variant."""
+    m = p.source.manifest
+    if not m.on_gpu():
+        return {}
+    return {GPU_RESOURCE: Sourced(1, f"variant {m.id} runs on one NVIDIA GPU "
+                                     f"({m.gpu.provider if m.gpu else 'torch cuda'})")}
+
+
 def deployment(p: DeployPlan, image: str) -> dict[str, Node]:
     cpu = Sourced(f"{p.cpus.value:g}", p.cpus.source)
     container: dict[str, Node] = {
@@ -72,9 +83,17 @@ def deployment(p: DeployPlan, image: str) -> dict[str, Node]:
                           "periodSeconds": 10, "failureThreshold": 3},
         "lifecycle": {"preStop": {"exec": {"command": [
             "sleep", Sourced(str(p.pre_stop_s.value), p.pre_stop_s.source)]}}},
-        "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}},
+        "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu, **gpu_limit(p)}},
         "volumeMounts": [{"name": "serve-config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
+    pod: dict[str, Node] = {"terminationGracePeriodSeconds": p.grace_s,
+                            "containers": [container],
+                            "volumes": [{"name": "serve-config",
+                                         "configMap": {"name": f"{p.name}-serve"}}]}
+    if p.source.manifest.on_gpu():
+        # GPU node pools carry this taint (GKE, AKS, the NVIDIA GPU operator's defaults)
+        pod["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists",
+                               "effect": "NoSchedule"}]
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(p),
         "spec": {
@@ -82,10 +101,7 @@ def deployment(p: DeployPlan, image: str) -> dict[str, Node]:
             "selector": {"matchLabels": {"app.kubernetes.io/name": p.name}},
             "template": {
                 "metadata": {"labels": labels(p)},
-                "spec": {"terminationGracePeriodSeconds": p.grace_s,
-                         "containers": [container],
-                         "volumes": [{"name": "serve-config",
-                                      "configMap": {"name": f"{p.name}-serve"}}]},
+                "spec": pod,
             },
         },
     }

@@ -1,7 +1,9 @@
 """A Triton model repository for the plan's ONNX variant.
 
     <out>/<id>_model/config.pbtxt, 1/model.onnx         the variant on Triton's onnxruntime
-                                                        backend, batching as measured
+                                                        backend, batching as measured; a GPU
+                                                        variant on KIND_GPU instances (its
+                                                        TensorRT settings as an accelerator)
     text models also get (a client sends text, as to `infertune serve`):
     <out>/<id>_tokenize/config.pbtxt, 1/model.py        Python backend: the variant's tokenizer
     <out>/<id>_postprocess/config.pbtxt, 1/model.py     Python backend: pooling / softmax
@@ -14,6 +16,7 @@ parse the files with Triton's own ModelConfig protobuf schema (tritonclient).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from infertune.errors import ConfigError
 from infertune.export.plan import DeployPlan, Sourced
+from infertune.models.gpu import OrtGpuSettings
 
 # Copied as model.py, never imported here: they import Triton's triton_python_backend_utils
 PYTHON_MODELS = Path(__file__).parent / "triton_models"
@@ -35,6 +39,8 @@ ONNX_TO_TRITON = {1: "TYPE_FP32", 2: "TYPE_UINT8", 3: "TYPE_INT8", 4: "TYPE_UINT
 # manifest graph_level -> the onnxruntime backend's optimization.graph.level ("all" is its
 # default, so it is left out)
 GRAPH_LEVELS = {"basic": -1, "extended": 1, "disabled": 2}
+# where Triton's TensorRT accelerator keeps built engines inside the container
+TRT_CACHE_PATH = "/tmp/infertune-tensorrt"
 
 QUEUE_TIMEOUT_NOTE = (
     "Triton's queue timeout bounds only the time a request waits in this model's scheduler "
@@ -116,22 +122,54 @@ def onnx_config(p: DeployPlan, name: str, inputs: list[Tensor], outputs: list[Te
                   _num("default_timeout_microseconds", p.queue_timeout_us, "    "),
                   "    allow_timeout_override: true  # a client may ask for less, never more",
                   _num("max_queue_size", p.max_queue, "    "), "  }"]
+    kind, per = ("KIND_GPU", " on each visible GPU") if m.gpu is not None else ("KIND_CPU", "")
     lines += ["}", "instance_group [",
-              f"  {{ kind: KIND_CPU count: {p.workers.value} }}{_c(p.workers.source)}"
-              " -- one model instance per serving worker", "]"]
+              f"  {{ kind: {kind} count: {p.workers.value} }}{_c(p.workers.source)}"
+              f" -- one model instance per serving worker{per}", "]"]
     lines += [f'parameters {{ key: "intra_op_thread_count" value: {{ string_value: '
               f'"{p.intra_op_threads.value}" }} }}{_c(p.intra_op_threads.source)}',
               f'parameters {{ key: "inter_op_thread_count" value: {{ string_value: '
               f'"{p.inter_op_threads.value}" }} }}{_c(p.inter_op_threads.source)}']
-    level = m.threads.graph_level
-    if level in GRAPH_LEVELS:
-        lines.append(f"optimization {{ graph {{ level: {GRAPH_LEVELS[level]} }} }}  # "
-                     f"manifest threads.graph_level = {level}")
+    lines += _optimization(p)
     if m.threads.disabled_optimizers:
         lines.append(f"# The variant turns off {m.threads.disabled_optimizers} at load (measured "
                      "slower on the run's machine); Triton's onnxruntime backend has no setting "
                      "for that, so time it on the target machine.")
     return "\n".join(lines) + "\n"
+
+
+def _optimization(p: DeployPlan) -> list[str]:
+    """The one ``optimization`` block (protobuf text refuses a second): the graph level, and
+    for a TensorRT variant the backend's TensorRT accelerator with the variant's settings."""
+    m = p.source.manifest
+    body: list[str] = []
+    level = m.threads.graph_level
+    if level in GRAPH_LEVELS:
+        body.append(f"  graph {{ level: {GRAPH_LEVELS[level]} }}  # manifest "
+                    f"threads.graph_level = {level}")
+    if m.gpu is not None and m.gpu.provider == "tensorrt":
+        body += _tensorrt_accelerator(p, m.gpu)
+    return ["optimization {", *body, "}"] if body else []
+
+
+def _tensorrt_accelerator(p: DeployPlan, gpu: OrtGpuSettings) -> list[str]:
+    params = [("precision_mode", "FP16" if gpu.fp16 else "FP32",
+               "manifest gpu.fp16 (TensorRT picks FP16 kernels)")]
+    if gpu.engine_cache:
+        params += [("trt_engine_cache_enable", "1", "manifest gpu.engine_cache"),
+                   ("trt_engine_cache_path", TRT_CACHE_PATH,
+                    "must be writable; a persistent volume keeps restarts from rebuilding")]
+    if gpu.profile is not None:
+        # Triton may form batches up to max_batch_size: the profile must admit them
+        batch = max(gpu.profile.max_batch, p.max_batch_size.value)
+        widened = dataclasses.replace(gpu.profile, max_shapes={
+            name: [batch, *dims[1:]] for name, dims in gpu.profile.max_shapes.items()})
+        source = "manifest gpu.profile (opt from the traffic's token lengths)"
+        params += [(key, value, source) for key, value in widened.provider_options().items()]
+    rows = [f'      parameters {{ key: "{key}" value: "{value}" }}  # {why}'
+            for key, value, why in params]
+    return ["  execution_accelerators { gpu_execution_accelerator: [ {",
+            '      name: "tensorrt"', *rows, "  } ] }"]
 
 
 def _wrap(text: str, width: int = 92) -> list[str]:
