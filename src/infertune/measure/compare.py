@@ -185,6 +185,10 @@ class ComparisonResult:
     stopped: str  # why sampling stopped: "conclusive" | "budget"
     order: list[str] = field(default_factory=list)  # block order actually run ("AB", "BA", ...)
     block_warmup: int = 0  # untimed calls at the start of each block
+    # where the two sides ran: "each side in its own process" (pids: A's, B's) or "both in
+    # one process" (the README says why that distorts the figures)
+    where: str = "both in one process"
+    pids: list[int] = field(default_factory=list)
     schema: str = "infertune.compare/v1"
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,7 +197,7 @@ class ComparisonResult:
                 "b_summary": self.b_summary.to_dict(), "trials": self.trials,
                 "block_size": self.block_size, "seconds": self.seconds,
                 "budget_s": self.budget_s, "stopped": self.stopped, "order": self.order,
-                "block_warmup": self.block_warmup}
+                "block_warmup": self.block_warmup, "where": self.where, "pids": self.pids}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ComparisonResult:
@@ -202,7 +206,8 @@ class ComparisonResult:
                    b_summary=LatencySummary.from_dict(data["b_summary"]), trials=data["trials"],
                    block_size=data["block_size"], seconds=data["seconds"],
                    budget_s=data["budget_s"], stopped=data["stopped"], order=data["order"],
-                   block_warmup=data.get("block_warmup", 0))
+                   block_warmup=data.get("block_warmup", 0),
+                   where=data.get("where", "both in one process"), pids=data.get("pids", []))
 
 
 Call = Callable[[Sequence[Any]], Any]
