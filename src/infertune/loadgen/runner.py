@@ -160,13 +160,17 @@ class _Waker:
 
 def run_load(schedule: Schedule, target: Target, options: RunOptions | None = None,
              *, clock: Callable[[], float] = time.perf_counter,
-             on_progress: ProgressFn | None = None) -> LoadResult:
-    """Run ``schedule`` against ``target`` in a fresh event loop and summarise the records."""
+             on_progress: ProgressFn | None = None,
+             on_records: Callable[[list[RequestRecord]], None] | None = None) -> LoadResult:
+    """Run ``schedule`` against ``target`` in a fresh event loop and summarise the records
+    (``on_records`` gets them too: a percentile's interval needs each request's send time)."""
     options = options or RunOptions()
     with steady_gc():  # see measure/collector.py: what a server that froze its start sees
         with precise_runner() as loop:
             records = loop.run(run_schedule(schedule, target, options, clock=clock,
                                             on_progress=on_progress))
+    if on_records is not None:
+        on_records(records)
     result = summarise(target.name, records, schedule.stats(),
                        lag_warn_ms=options.lag_warn_ms, seed=options.seed)
     utilisation = getattr(target, "utilisation", None)

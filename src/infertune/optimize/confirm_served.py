@@ -55,7 +55,7 @@ from infertune.loadgen.runner import run_schedule
 from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.targets import HttpTarget
 from infertune.measure.summary import quantile_sorted
-from infertune.optimize.serving import Validation
+from infertune.optimize.serving import MIN_BLOCK_S, Validation, burst_block_s, record_intervals
 from infertune.optimize.sweep import SimStats, cost_per_1k
 
 
@@ -123,6 +123,11 @@ class Confirmation:
     winner: str | None = None  # arm key
     notes: list[str] = field(default_factory=list)
     seed: int | None = None  # of the schedules and the bodies' order, so a replay sends the same
+    # one segment's length per rate label (sized to the percentile and the traffic, sizing.py);
+    # a run before session 9 had one length, seconds_per_rate, for both
+    seconds_at: dict[str, float] = field(default_factory=dict)
+    # per rate label, the run that would decide the SLO verdict there (sizing.DecisiveRun)
+    decisive: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def arm(self, variant_id: str, policy_id: str) -> ServedArm | None:
         return next((a for a in self.arms if a.variant_id == variant_id
@@ -133,20 +138,24 @@ class Confirmation:
         val = arm.at.get(label)
         n = val.stats.requests if val is not None else 0
         order = ",".join(chr(ord("A") + [a.key for a in self.arms].index(k)) for k in self.order)
+        seconds = self.seconds_at.get(label, self.seconds_per_rate)
         return (f"own process (infertune serve, pid {arm.pid}; optimizer pid "
                 f"{self.optimizer_pid}), over HTTP, ABBA ({order}), {arm.segments} open-loop "
-                f"segments of {self.seconds_per_rate:g} s pooled, n={n} at {label} rate")
+                f"segments of {seconds:g} s pooled, n={n} at {label} rate "
+                "(artifact: confirm/confirmation.json)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"order": list(self.order), "arms": [a.to_dict() for a in self.arms],
                 "seconds_per_rate": self.seconds_per_rate, "optimizer_pid": self.optimizer_pid,
-                "winner": self.winner, "notes": list(self.notes), "seed": self.seed}
+                "winner": self.winner, "notes": list(self.notes), "seed": self.seed,
+                "seconds_at": dict(self.seconds_at), "decisive": dict(self.decisive)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Confirmation:
         return cls(list(data["order"]), [ServedArm.from_dict(a) for a in data["arms"]],
                    data["seconds_per_rate"], data["optimizer_pid"], data["winner"],
-                   list(data["notes"]), data.get("seed"))  # no seed: a run before session 5
+                   list(data["notes"]), data.get("seed"),  # no seed: a run before session 5
+                   dict(data.get("seconds_at", {})), dict(data.get("decisive", {})))
 
 
 VISITS_PER_ARM = 2  # abba_order runs each arm once forward and once backward
@@ -175,8 +184,11 @@ def run_abba(arms: int, rates: Sequence[tuple[str, float]],
     return order, out
 
 
-def pooled(segments: Sequence[Segment], rate: float) -> Validation:
-    """One finalist's figures at one rate over all its segments (see the module docstring)."""
+def pooled(segments: Sequence[Segment], rate: float, *, block_s: float = MIN_BLOCK_S,
+           seed: int = 0) -> Validation:
+    """One finalist's figures at one rate over all its segments (see the module docstring),
+    each SLO percentile with its interval over time blocks of ``block_s``
+    (serving.burst_block_s of the schedule)."""
     records = [r for s in segments for r in s.records]
     sent = len(records)
     ok = np.sort(np.asarray([r.latency_ms for r in records if is_ok(r.status)],
@@ -202,7 +214,9 @@ def pooled(segments: Sequence[Segment], rate: float) -> Validation:
                                                           sorted(counts.items())))
     return Validation(stats, sent / seconds if seconds > 0 else 0.0,
                       float(np.percentile(lags, 99)) if lags.size else None,
-                      sum(s.duration_s for s in segments), warnings)
+                      sum(s.duration_s for s in segments), warnings,
+                      record_intervals([(s.records, s.duration_s) for s in segments],
+                                       block_s=block_s, seed=seed))
 
 
 def goodput_at(val: Validation, slo: dict[str, float]) -> float:
@@ -353,7 +367,8 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
                              f"text twice, so pass {VISITS_PER_ARM} x {len(sched)}")
     procs = [launch(f, workdir) for f in finalists]
     arms = [ServedArm(f.variant_id, f.policy_id, None, None) for f in finalists]
-    conf = Confirmation([], [], rates[0][2].duration_s if rates else 0.0, os.getpid())
+    conf = Confirmation([], [], rates[0][2].duration_s if rates else 0.0, os.getpid(),
+                        seconds_at={label: sched.duration_s for label, _, sched in rates})
     try:
         for proc in procs:
             proc.start()
@@ -387,7 +402,8 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             order, segments = run_abba(len(live), labels, drive)
             conf.order = [arms[live[k]].key for k in order]
             for k, i in enumerate(live):
-                arms[i].at = {label: pooled(segs, rate)
+                arms[i].at = {label: pooled(segs, rate,
+                                            block_s=burst_block_s(by_label[label].spec))
                               for (label, rate), segs in zip(labels, segments[k].values(),
                                                              strict=True)}
                 arms[i].segments = order.count(k)

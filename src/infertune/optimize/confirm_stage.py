@@ -22,6 +22,7 @@ from infertune.optimize.ranking import LEVELS
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Budget, Progress
 from infertune.optimize.serving import schedule_for
+from infertune.optimize.sizing import decisive_run, segment_seconds
 from infertune.optimize.state import RunState, write_json
 from infertune.optimize.sweep import SweepResult, measured_key
 
@@ -56,15 +57,22 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
     if mean is None or peak is None or not finals:
         state.skip(what, "no finalist with a variant folder to serve")
         return None
-    seconds = CONFIRM_QUICK_S if state.options.quick else CONFIRM_S
     need = confirm_need_s(state.options.quick, len(finals))
     if not budget.allows(need + NEED_AFTER_CONFIRM_S):
         state.skip(what, "time budget exhausted; the recommendation's figures are the "
                    "in-process pre-screen's (serve's runtime inside the optimizer)", need)
         return None
     sc, seed = state.options.scenario, state.options.seed
-    rates = [(label, rate, schedule_for(sc.traffic, rate, seed=seed, duration_s=seconds))
-             for label, rate in (("mean", mean), ("peak", peak))]
+    decisive = [decisive_run(label, sc.slo.targets(), sc.traffic, rate)
+                for label, rate in (("mean", mean), ("peak", peak))]
+    seconds = segment_seconds(
+        decisive, arms=len(finals), visits=VISITS_PER_ARM,
+        left_s=budget.left() - NEED_AFTER_CONFIRM_S, start_s=NEED_SERVE_START_S,
+        minimum_s=CONFIRM_QUICK_S if state.options.quick else CONFIRM_S)
+    rates = [(d.label, d.rate, schedule_for(sc.traffic, d.rate, seed=seed,
+                                            duration_s=seconds[d.label])) for d in decisive]
+    need = NEED_SERVE_START_S + len(finals) * VISITS_PER_ARM * sum(s + 1.0
+                                                                   for s in seconds.values())
     bodies = {label: request_bodies(state.options.data.inputs, VISITS_PER_ARM * len(sched),
                                     seed=seed)
               for label, _, sched in rates}
@@ -89,6 +97,11 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
                    "in-process pre-screen's")
         return None
     conf.seed = seed  # closed_loop.py replays these schedules and bodies
+    conf.decisive = {d.label: d.to_dict() for d in decisive}
+    conf.notes += [f"at the {d.label} rate, only {VISITS_PER_ARM * seconds[d.label]:g} s of the "
+                   f"{d.duration_s:g} s that decide the SLO verdict fitted the budget; the run "
+                   f"that decides it: {d.text()}" for d in decisive
+                   if VISITS_PER_ARM * seconds[d.label] < d.duration_s - 0.05]
     state.confirmation = conf
     state.notes.extend(conf.notes)
     write_json(state.paths.root / "confirm" / "confirmation.json", conf.to_dict())
@@ -119,8 +132,14 @@ def confirmation_note(conf: Confirmation, slo: dict[str, float]) -> str:
              + "/".join(str(v.stats.requests) for v in a.at.values()) for a in arms]
     return (f"confirmed as served: {conf.winner} recommended; each finalist ran in its own "
             f"infertune serve process (the optimizer is pid {conf.optimizer_pid}), driven over "
-            f"HTTP in ABBA order ({' -> '.join(conf.order)}), {conf.seconds_per_rate:g} s per "
-            f"rate and segment; " + "; ".join(parts) + " (n at mean/peak)")
+            f"HTTP in ABBA order ({' -> '.join(conf.order)}), {_segment_text(conf)} per "
+            f"segment; " + "; ".join(parts) + " (n at mean/peak)")
+
+
+def _segment_text(conf: Confirmation) -> str:
+    if not conf.seconds_at:
+        return f"{conf.seconds_per_rate:g} s"
+    return " and ".join(f"{s:g} s at {label}" for label, s in conf.seconds_at.items())
 
 
 def confirm_reserve_s(state: RunState, budget: Budget) -> float:

@@ -13,19 +13,22 @@ report repeats):
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from infertune.config import ServePolicy, TrafficFacts
 from infertune.loadgen.inprocess import InProcessTarget
+from infertune.loadgen.result import RequestRecord, is_ok
 from infertune.loadgen.runner import run_load
 from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule, read_trace
 from infertune.loadgen.simulate import simulate
+from infertune.measure.tail_interval import TailInterval, tail_interval
 from infertune.models.base import Adapter
 from infertune.optimize.sweep import SimStats, SimulateFn
 from infertune.serve.batch_shape import PaddingCost
@@ -69,6 +72,20 @@ def schedule_for(traffic: TrafficFacts, rate: float, *, seed: int = 0,
     else:
         spec = ScheduleSpec("poisson", rate=rate, duration_s=duration, seed=seed)
     return build_schedule(spec)
+
+
+MIN_BLOCK_S = 1.0  # a queue's answers stay correlated for about this long at ms service times
+
+
+def burst_block_s(spec: ScheduleSpec) -> float:
+    """The time block a percentile's interval resamples (measure/tail_interval.py): how long
+    the arrivals' swings last. An on-off schedule swings over one burst and one gap; a renewal
+    schedule's (Poisson, gamma) short gaps cluster over about squared-CV / rate seconds; at
+    least MIN_BLOCK_S, over which the queue itself carries a burst's backlog forward."""
+    if spec.shape == "onoff":
+        return max(MIN_BLOCK_S, spec.burst_s + spec.gap_s)
+    scv = 1.0 / spec.burstiness if spec.shape == "gamma" else 1.0
+    return max(MIN_BLOCK_S, scv / spec.rate)
 
 
 @dataclass
@@ -190,13 +207,41 @@ class Validation:
     client_lag_p99_ms: float | None
     seconds: float
     warnings: list[str]
+    # "p95" -> the percentile's 95% interval (measure/tail_interval.py); empty in a run before
+    # session 9, whose verdicts are then "not shown"
+    intervals: dict[str, TailInterval] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "stats": self.stats.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Validation:
-        return cls(**{**data, "stats": SimStats.from_dict(data["stats"])})
+        return cls(**{**data, "stats": SimStats.from_dict(data["stats"]),
+                      "intervals": {k: TailInterval.from_dict(v)
+                                    for k, v in data.get("intervals", {}).items()}})
+
+
+INTERVAL_KEYS = ("p50", "p95", "p99")
+
+
+def record_intervals(segments: Sequence[tuple[Sequence[RequestRecord], float]], *,
+                     block_s: float, seed: int = 0) -> dict[str, TailInterval]:
+    """p50/p95/p99 intervals of the answered requests of ``segments`` ((records, the segment's
+    scheduled length) in the order run; each later segment's send times are offset past the
+    earlier ones, so a block never spans two segments). Empty when nothing was answered."""
+    lat: list[float] = []
+    starts: list[float] = []
+    offset = 0.0
+    for records, length in segments:
+        ok = [r for r in records if is_ok(r.status)]
+        lat += [r.latency_ms for r in ok]
+        starts += [offset + r.intended_s for r in ok]
+        offset += math.ceil(max(length, max((r.intended_s for r in records), default=0.0))
+                            / block_s + 1) * block_s
+    if not lat:
+        return {}
+    return {k: tail_interval(lat, starts, int(k[1:]) / 100, block_s=block_s, seed=seed)
+            for k in INTERVAL_KEYS}
 
 
 def validate_policy(adapter: Adapter, policy: ServePolicy, traffic: TrafficFacts, rate: float,
@@ -211,7 +256,8 @@ def validate_policy(adapter: Adapter, policy: ServePolicy, traffic: TrafficFacts
     order = [inputs[i] for i in rng.permutation(len(inputs))]
     target = InProcessTarget(adapter, policy.model_copy(update={"cache_size": 0}), order)
     started = time.perf_counter()
-    result = run_load(sched, target)
+    kept: list[RequestRecord] = []
+    result = run_load(sched, target, on_records=kept.extend)
     lat = result.latency
     inf = float("inf")
     sent = max(result.sent, 1)
@@ -220,4 +266,6 @@ def validate_policy(adapter: Adapter, policy: ServePolicy, traffic: TrafficFacts
                      shed=(result.sheds + result.errors) / sent,
                      mean_batch=target.mean_batch_size(), requests=result.sent)
     return Validation(stats, result.achieved_rate, result.client_lag_ms.get("p99"),
-                      time.perf_counter() - started, list(result.warnings))
+                      time.perf_counter() - started, list(result.warnings),
+                      record_intervals([(kept, sched.duration_s)],
+                                       block_s=burst_block_s(sched.spec), seed=seed))

@@ -1,5 +1,8 @@
 """The provenance rule as a reusable check: every number in a report sits inside a Figure (or a
 Series) whose ``source`` is "measured" or "estimate" and whose ``basis`` says where it comes from.
+A Figure labelled measured carries its sample count, and the check follows its derivations
+(``inputs``): one computed from an estimate is an estimate, and a "measured" label on it is
+reported.
 
 Numbers under a ``settings`` key are exempt: they are configuration we chose (a serving policy's
 max batch size), not results. Booleans are not numbers here.
@@ -34,6 +37,29 @@ def _is_figure(node: dict[str, Any]) -> bool:
     return "source" in node and "basis" in node
 
 
+def _derived_estimates(node: dict[str, Any], path: str) -> list[str]:
+    """Paths of the estimates a figure derives from, however deep (its ``inputs``)."""
+    out: list[str] = []
+    for i, child in enumerate(node.get("inputs") or []):
+        where = f"{path}.inputs[{i}]"
+        if isinstance(child, dict):
+            out += [where] if child.get("source") == "estimate" else []
+            out += _derived_estimates(child, where)
+    return out
+
+
+def _check_measured(node: dict[str, Any], path: str, problems: list[str]) -> None:
+    """A figure labelled measured carries its sample count and derives from no estimate: a
+    value computed from an estimate is an estimate, whatever else went into it."""
+    if node.get("source") != "measured":
+        return
+    if "unit" in node and not node.get("samples"):  # a Figure (a Series holds its points)
+        problems.append(f"{path}: labelled measured without a sample count")
+    for where in _derived_estimates(node, path):
+        problems.append(f"{path}: labelled measured but derived from the estimate at {where}; "
+                        "label it an estimate")
+
+
 def _walk(node: Any, path: str, covered: bool, problems: list[str]) -> None:
     if isinstance(node, dict):
         if _is_figure(node):
@@ -42,6 +68,7 @@ def _walk(node: Any, path: str, covered: bool, problems: list[str]) -> None:
             basis = node["basis"]
             if not isinstance(basis, str) or not basis.strip():
                 problems.append(f"{path}.basis: empty; say where the figure comes from")
+            _check_measured(node, path, problems)
             covered = True
         elif "source" in node and isinstance(node["source"], str) and not covered:
             # an Option's own source label: it must still be one of the two kinds

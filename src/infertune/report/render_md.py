@@ -162,7 +162,7 @@ def _slo_check(r: Report) -> list[str]:
         out.append(f"| {p.label} | {figure_text(p.offered)} | {figure_text(p.achieved)} | "
                    f"{_pcts(p.measured).replace(' | ', ' / ')} | "
                    f"{_pcts(p.predicted).replace(' | ', ' / ')} | {figure_text(p.shed)} | "
-                   f"{_yes_no(p.meets_slo)} | {figure_text(p.goodput)} | "
+                   f"{p.verdict or _yes_no(p.meets_slo)} | {figure_text(p.goodput)} | "
                    f"{figure_text(p.cost_per_1k)} |")
     if c.cost_ceiling is not None:
         where = {True: "within it", False: "over it", None: "not known"}[c.within_ceiling]

@@ -16,11 +16,26 @@ from __future__ import annotations
 
 import math
 
+from infertune.measure.tail_interval import verdict
 from infertune.optimize.confirm_served import goodput_at
 from infertune.optimize.record import RunRecord
 from infertune.optimize.serving import Validation
-from infertune.optimize.sweep import PolicyResult, SimStats, cost_per_1k, validation_key
-from infertune.report.schema import Figure, Percentiles, SloCheck, SloPoint
+from infertune.optimize.sizing import DecisiveRun, decisive_run
+from infertune.optimize.sweep import (
+    SHED_LIMIT,
+    PolicyResult,
+    SimStats,
+    cost_per_1k,
+    validation_key,
+)
+from infertune.report.schema import (
+    Figure,
+    PercentileCheck,
+    Percentiles,
+    SloCheck,
+    SloPoint,
+    TargetVerdict,
+)
 
 PCTS = ("p50", "p95", "p99")
 
@@ -53,7 +68,7 @@ def slo_check(run: RunRecord) -> SloCheck | None:
     if ceiling is not None and costs:
         check.within_ceiling = min(costs) <= ceiling
     check.verdict = _verdict(check, sw.peak_rps)
-    if not any(p.meets_slo for p in check.points if p.label == "peak"):
+    if not any(p.verdict == "meets" for p in check.points if p.label == "peak"):
         check.what_would = what_would(run, best, check)
     return check
 
@@ -78,18 +93,25 @@ def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicte
             f"{label} rate ({shape}; the in-process pre-screen, not confirmed in its own "
             "process)")
     slo = best_slo(run)
-    point.achieved = Figure.measured(round(val.achieved_rate, 2), "requests/s", hw, n, what=what)
+    art = {"artifact": _artifact(what)}
+    point.achieved = Figure.measured(round(val.achieved_rate, 2), "requests/s", hw, n,
+                                     what=what).model_copy(update=art)
     point.measured = Percentiles(**{k: Figure.measured(round(stats.percentile(k), 3), "ms", hw,
-                                                       n, what=what)
+                                                       n, what=what).model_copy(update=art)
                                     for k in PCTS if math.isfinite(stats.percentile(k))})
     point.shed = Figure.measured(round(stats.shed * 100, 2), "% of requests shed or failed",
-                                 hw, n, what=what)
-    point.meets_slo = stats.meets(slo)
+                                 hw, n, what=what).model_copy(update=art)
+    point.checks = percentile_checks(val, slo, hw, what)
+    point.verdict = point_verdict(point.checks, stats.shed)
+    point.meets_slo = {"meets": True, "misses": False}.get(point.verdict)
+    if point.verdict == "not shown":
+        point.decisive_run = decisive_text(run, label, rate)
     if point.meets_slo:
         good = goodput_at(val, slo)  # the definition benchmarks/closed_loop.py checks
         point.goodput = Figure.measured(round(good, 2), "requests/s within the SLO", hw, n,
                                         what=what + "; every SLO percentile held, so this is a "
-                                        "lower bound on the goodput at the SLO")
+                                        "lower bound on the goodput at the SLO"
+                                        ).model_copy(update=art)
         cost = cost_per_1k(run.scenario.deployment.cost_per_hour_usd, good)
         if cost is not None:
             point.cost_per_1k = Figure(
@@ -99,26 +121,108 @@ def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicte
     return point
 
 
+def percentile_checks(val: Validation, slo: dict[str, float], hw: str,
+                      what: str) -> list[PercentileCheck]:
+    """Each SLO percentile's interval against its target (measure/tail_interval.py). A
+    validation with no interval (a run before session 9, or nothing answered) is "not
+    shown": a point estimate alone decides nothing."""
+    out = []
+    for key, target in slo.items():
+        interval = val.intervals.get(key)
+        if interval is None:
+            value = val.stats.percentile(key)
+            if not math.isfinite(value):
+                continue
+            out.append(PercentileCheck(
+                key=key, target_ms=target, value=round(value, 3), samples=max(
+                    val.stats.requests, 1), blocks=0, block_s=0.0, verdict="not shown",
+                why=f"{key} {value:.1f} ms has no interval recorded (a point estimate decides "
+                    "nothing)", basis=f"{what}, measured on {hw}"))
+            continue
+        found, why = verdict(interval, target)
+        out.append(PercentileCheck(
+            key=key, target_ms=target, value=round(interval.value, 3),
+            low=_r(interval.low), high=_r(interval.high), samples=interval.samples,
+            blocks=interval.blocks, block_s=interval.block_s, verdict=found, why=why,
+            basis=f"{what}, measured on {hw} with {interval.samples} samples; 95% interval: "
+                  "hull of the order-statistic and the time-block bootstrap intervals",
+            artifact=_artifact(what)))
+    return out
+
+
+def point_verdict(checks: list[PercentileCheck], shed: float) -> TargetVerdict:
+    """"misses" when a percentile's interval lies above its target or more than 1% went
+    unanswered; "meets" when every interval lies below; else "not shown"."""
+    if shed > SHED_LIMIT or any(c.verdict == "misses" for c in checks):
+        return "misses"
+    if checks and all(c.verdict == "meets" for c in checks):
+        return "meets"
+    return "not shown"
+
+
+def decisive_text(run: RunRecord, label: str, rate: float) -> str:
+    """The run that would decide the verdict at ``label``: the confirmation's own sizing."""
+    conf = run.confirmation
+    if conf is not None and label in conf.decisive:
+        return DecisiveRun(**conf.decisive[label]).text()
+    return decisive_run(label, best_slo(run), run.scenario.traffic, rate).text()
+
+
+def _artifact(what: str) -> str:
+    """Where the figures of a point were measured: the confirmation as served, else the
+    in-process pre-screen's validations in run.json."""
+    return "confirm/confirmation.json" if "infertune serve, pid" in what else "run.json"
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def best_slo(run: RunRecord) -> dict[str, float]:
     return run.scenario.slo.targets()
 
 
 def _verdict(check: SloCheck, peak_rps: float) -> str:
+    """One sentence: meets / misses / not shown per tested rate, from the intervals."""
     targets = ", ".join(f"{k} <= {v:g} ms" for k, v in check.targets.items()) or "none stated"
-    measured = [p for p in check.points if p.meets_slo is not None]
+    measured = [p for p in check.points if p.verdict is not None]
     config = f"{check.variant_id} with policy {check.policy_id}"
     if not measured:
         return (f"Not measured: the load tests of {config} did not run (see the notes); the "
                 "simulator's predictions stand alone.")
     by = {p.label: p for p in measured}
-    if by.get("peak") is not None and by["peak"].meets_slo:
+    peak, mean = by.get("peak"), by.get("mean")
+    if peak is not None and peak.verdict == "meets":
         return (f"Measured here, {config} meets the SLO ({targets}) at the peak rate of "
-                f"{peak_rps:g} requests/s.")
-    if by.get("mean") is not None and by["mean"].meets_slo:
-        return (f"Measured here, {config} meets the SLO ({targets}) at the mean rate but not at "
-                f"the peak of {peak_rps:g} requests/s.")
-    return (f"Nothing tested here meets the SLO ({targets}): {config}, the best configuration "
-            "found, misses it at every tested rate on this machine.")
+                f"{peak_rps:g} requests/s: {_shown(peak)}.")
+    if all(p.verdict == "misses" for p in measured):
+        return (f"Nothing tested here meets the SLO ({targets}): {config}, the best "
+                f"configuration found, misses it at every tested rate on this machine: "
+                f"{'; '.join(_shown(p) for p in measured)}.")
+    first = mean or peak
+    assert first is not None
+    lead = f"Measured here, {config} " + {
+        "meets": f"meets the SLO ({targets})", "misses": f"misses the SLO ({targets})",
+        "not shown": f"is not shown to meet the SLO ({targets})"}[first.verdict or "not shown"]
+    lead += f" at the {first.label} rate" + ("" if first.verdict == "meets"
+                                            else f" ({_shown(first)})")
+    rest = [f"at the {p.label} rate it " + {"misses": "misses it", "meets": "meets it"}.get(
+        p.verdict or "", "is not shown to meet it") + f" ({_shown(p)})"
+            for p in measured if p is not first]
+    decide = [f"the run that would decide it at the {p.label} rate: {p.decisive_run}"
+              for p in measured if p.verdict == "not shown" and p.decisive_run]
+    return "; ".join([lead] + rest + decide) + "."
+
+
+def _shown(point: SloPoint) -> str:
+    """'p99 21.3 ms (95% CI 18.0-24.9) against 30 ms' for each checked percentile."""
+    def one(c: PercentileCheck) -> str:
+        low = f"{c.low:.1f}" if c.low is not None else "?"
+        high = f"{c.high:.1f}" if c.high is not None else "unbounded"
+        return f"{c.key} {c.value:.1f} ms (95% CI {low}-{high}) against {c.target_ms:g} ms"
+    shed = (f", {point.shed.value:g}% not answered" if point.shed is not None
+            and point.shed.value else "")
+    return ", ".join(one(c) for c in point.checks) + shed
 
 
 def what_would(run: RunRecord, best: PolicyResult, check: SloCheck) -> list[str]:

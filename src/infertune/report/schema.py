@@ -63,6 +63,11 @@ class Figure(_Model):
     source: Source
     basis: str = Field(min_length=1)
     samples: int | None = Field(default=None, ge=1)
+    # the run artifact that measured it (e.g. "confirm/confirmation.json"), and the figures a
+    # derived value was computed from: report/provenance.py checks that a figure labelled
+    # measured derives from no estimate
+    artifact: str | None = None
+    inputs: list[Figure] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _value_or_range(self) -> Figure:
@@ -180,6 +185,7 @@ class MeasurementPlan(_Model):
     log_per_stage: list[str]
     compare_variants: str
     quality_and_drift: str
+    measure_with: str | None = None  # the infertune command that measures this advice
 
 
 class Percentiles(_Model):
@@ -257,6 +263,29 @@ class Serving(_Model):
     why: str = ""
 
 
+TargetVerdict = Literal["meets", "misses", "not shown"]
+
+
+class PercentileCheck(_Model):
+    """One SLO percentile at one rate against its target: the measured value with its 95%
+    interval (measure/tail_interval.py; ``high`` None: no upper bound, too few answers in the
+    tail) and the verdict it allows: meets only wholly below, misses only wholly above."""
+
+    key: str  # "p95"
+    target_ms: float
+    value: float
+    low: float | None = None
+    high: float | None = None
+    samples: int = Field(ge=1)
+    blocks: int = Field(ge=0)
+    block_s: float
+    verdict: TargetVerdict
+    why: str
+    source: Source = "measured"
+    basis: str = Field(min_length=1)
+    artifact: str | None = None
+
+
 class SloPoint(_Model):
     """The recommended configuration load-tested at one rate of the scenario's traffic, through
     serve's own runtime, with the queueing simulator's prediction for the same rate beside it."""
@@ -267,7 +296,10 @@ class SloPoint(_Model):
     measured: Percentiles = Field(default_factory=Percentiles)
     predicted: Percentiles = Field(default_factory=Percentiles)
     shed: Figure | None = None  # share of requests refused, shed or failed
-    meets_slo: bool | None = None
+    meets_slo: bool | None = None  # True: verdict "meets"; False: "misses"; None otherwise
+    verdict: TargetVerdict | None = None  # None: not measured
+    checks: list[PercentileCheck] = Field(default_factory=list)
+    decisive_run: str | None = None  # when "not shown": the run that would decide it
     goodput: Figure | None = None  # requests/s served within the SLO at this rate
     cost_per_1k: Figure | None = None  # from the measured goodput
 

@@ -13,6 +13,7 @@ from test_run_record import record  # the RunRecord the run-record tests build
 
 from infertune.loadgen.result import RequestRecord
 from infertune.loadgen.schedules import Schedule, ScheduleSpec
+from infertune.measure.tail_interval import TailInterval
 from infertune.optimize.confirm_served import (
     VISITS_PER_ARM,
     Confirmation,
@@ -89,8 +90,15 @@ def test_pooled_figures_cover_both_segments_with_the_shed_rule() -> None:
 def arm(variant: str, policy: str, peak_p99: float, achieved: float, shed: float = 0.0,
         pid: int = 1) -> ServedArm:
     stats = SimStats(30.0, 5.0, peak_p99 * 0.8, peak_p99, shed=shed, requests=100)
-    return ServedArm(variant, policy, pid, {}, {"peak": Validation(stats, achieved, 0.2, 8.0, [])},
-                     segments=2)
+    return ServedArm(variant, policy, pid, {}, {"peak": Validation(
+        stats, achieved, 0.2, 8.0, [], intervals=tight(stats))}, segments=2)
+
+
+def tight(stats: SimStats) -> dict[str, TailInterval]:
+    """Intervals 10% either side of each percentile over 20 one-second blocks: decisive."""
+    return {k: TailInterval(int(k[1:]) / 100, stats.percentile(k), 0.9 * stats.percentile(k),
+                            1.1 * stats.percentile(k), stats.requests, 20, 1.0)
+            for k in ("p50", "p95", "p99")}
 
 
 def test_the_winner_is_the_highest_measured_goodput_then_cost_then_risk() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from infertune.config import Scenario, ServePolicy
 from infertune.errors import ConfigError
+from infertune.measure.tail_interval import TailInterval
 from infertune.optimize.choice import recommended_candidate
 from infertune.optimize.policy import serve_deadline_ms
 from infertune.optimize.record import RunRecord
@@ -61,7 +62,9 @@ def record(tmp_path: Path) -> RunRecord:
                               proper=timing("int8", 9.0, 30.0))],
         sweep=result,
         validations={validation_key("int8", best.policy_id, "peak"): Validation(
-            best.validated_peak, 29.5, 0.4, 6.0, [])},
+            best.validated_peak, 29.5, 0.4, 6.0, [], intervals={
+                k: TailInterval(q, v, 0.9 * v, 1.1 * v, 180, 12, 1.0)
+                for k, q, v in (("p50", 0.5, 7.0), ("p95", 0.95, 12.0), ("p99", 0.99, 20.0))})},
         load_curves=[LoadCurve(best.policy_id, [(7.5, 9.0), (30.0, 12.0)])],
         skipped=[Skipped("variant torch_bf16", "not built: --quick", 30.0)],
         notes=["a note"], stage_seconds={"setup": 0.1})
@@ -110,16 +113,29 @@ def test_the_slo_check_shows_measured_beside_predicted_and_what_would(tmp_path: 
     assert run.sweep is not None
     run.sweep.best.validated_peak = SimStats(30, 60.0, 120.0, 200.0, shed=0.0, requests=180)
     pid = run.sweep.best.policy_id
+    mean_stats = SimStats(10, 6.0, 9.0, 12.0, shed=0.0, requests=600)
     run.validations = {validation_key("int8", pid, "peak"): Validation(
-        run.sweep.best.validated_peak, 29.0, 0.4, 6.0, []),
+        run.sweep.best.validated_peak, 29.0, 0.4, 6.0, [], intervals=tight(
+            run.sweep.best.validated_peak)),
         validation_key("int8", pid, "mean"): Validation(
-        SimStats(10, 6.0, 9.0, 12.0, shed=0.0, requests=60), 10.0, 0.3, 6.0, [])}
+        mean_stats, 10.0, 0.3, 6.0, [], intervals=tight(mean_stats))}
     check = build_run_report(run).slo_check
     assert check is not None
-    assert "at the mean rate but not at the peak" in check.verdict
+    assert check.verdict.startswith("Measured here, int8 with policy b1-w0ms-x1-q64 meets the "
+                                    "SLO (p95 <= 50 ms, p99 <= 80 ms) at the mean rate; at the "
+                                    "peak rate it misses it (p95 120.0 ms (95% CI 108.0-132.0) "
+                                    "against 50 ms, p99 200.0 ms (95% CI 180.0-220.0) against "
+                                    "80 ms).")
     assert any("measured p99 is 200.0 ms against the 80 ms target (2.5x)" in w
                for w in check.what_would)
     assert any(w.startswith("about 3 instances") for w in check.what_would)  # 30 / 10 req/s
+
+
+def tight(stats: SimStats) -> dict[str, TailInterval]:
+    """Intervals 10% either side of each percentile over 12 one-second blocks: decisive."""
+    return {k: TailInterval(int(k[1:]) / 100, stats.percentile(k), 0.9 * stats.percentile(k),
+                            1.1 * stats.percentile(k), stats.requests, 12, 1.0)
+            for k in ("p50", "p95", "p99")}
 
 
 def test_the_joint_search_recommends_the_configuration_that_measured_best(tmp_path: Path) -> None:

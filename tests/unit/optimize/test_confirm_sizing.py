@@ -1,0 +1,120 @@
+"""The confirmation as served, sized to the percentile and the traffic: a p99 needs 3,000
+requests (30 answers above it), a window of at least MIN_BLOCKS burst blocks, paid from what
+the budget has left; the pooled figures carry each percentile's interval; and a report whose
+interval does not decide says "not shown" and names the run that would (the demo's 126
+requests in 8 s once printed "meets" for a p95 a 40-second run showed missed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_run_record import record  # the RunRecord the run-record tests build
+
+from infertune.config import TrafficFacts
+from infertune.loadgen.result import RequestRecord
+from infertune.loadgen.schedules import ScheduleSpec
+from infertune.measure.tail_interval import MIN_BLOCKS, TailInterval
+from infertune.optimize.confirm_served import Segment, pooled
+from infertune.optimize.serving import Validation, burst_block_s, record_intervals
+from infertune.optimize.sizing import TAIL_SAMPLES, decisive_run, segment_seconds
+from infertune.optimize.sweep import SimStats, validation_key
+from infertune.report.provenance import assert_all_figures_have_provenance
+from infertune.report.run_report import build_run_report
+
+
+def test_a_p99_needs_three_thousand_requests_and_a_p95_six_hundred() -> None:
+    steady = TrafficFacts(pattern="steady", mean_rps=20, peak_rps=60)
+    p99 = decisive_run("mean", {"p95": 15.0, "p99": 30.0}, steady, 20.0)
+    assert (p99.requests, p99.duration_s, p99.percentile) == (3000, 150.0, "p99")
+    p95 = decisive_run("mean", {"p95": 15.0}, steady, 20.0)
+    assert (p95.requests, p95.duration_s) == (600, 30.0)
+    assert TAIL_SAMPLES == 30
+    assert p99.text() == ("3,000 requests over 150 s at 20 requests/s (30 answers above the "
+                          "p99, 10 blocks of 1 s for the traffic's bursts)")
+
+
+def test_spiky_traffic_needs_ten_on_off_cycles_whatever_the_count() -> None:
+    spiky = TrafficFacts(pattern="spiky", mean_rps=100, peak_rps=300)
+    run = decisive_run("peak", {"p95": 15.0}, spiky, 300.0)
+    # 600 requests take 2 s at 300 req/s; ten 2 s + 8 s cycles take 100 s
+    assert run.block_s == 10.0 and run.duration_s == 100.0 and run.requests == 30000
+    assert run.duration_s == MIN_BLOCKS * run.block_s
+
+
+def test_the_burst_block_follows_the_schedule_shape() -> None:
+    assert burst_block_s(ScheduleSpec("poisson", rate=20.0)) == 1.0
+    # gamma burstiness 0.25: squared CV 4, clusters of short gaps over 4 / rate seconds
+    assert burst_block_s(ScheduleSpec("gamma", rate=2.0, burstiness=0.25)) == 2.0
+    assert burst_block_s(ScheduleSpec("onoff", rate=5.0, burst_s=3.0, gap_s=9.0)) == 12.0
+
+
+def test_segments_split_the_decisive_run_and_shrink_to_the_budget() -> None:
+    steady = TrafficFacts(pattern="steady", mean_rps=20, peak_rps=60)
+    runs = [decisive_run("mean", {"p99": 30.0}, steady, 20.0),  # 150 s
+            decisive_run("peak", {"p99": 30.0}, steady, 60.0)]  # 50 s
+    full = segment_seconds(runs, arms=2, visits=2, left_s=10_000, start_s=25, minimum_s=4)
+    assert full == {"mean": 75.0, "peak": 25.0}
+    # 2 arms x 2 visits x (75 + 25) s = 400 s wanted; 25 s start and 8 s of drains leave 167
+    short = segment_seconds(runs, arms=2, visits=2, left_s=200, start_s=25, minimum_s=4)
+    assert short == {"mean": round(75 * 167 / 400, 1), "peak": round(25 * 167 / 400, 1)}
+    broke = segment_seconds(runs, arms=2, visits=2, left_s=10, start_s=25, minimum_s=4)
+    assert broke == {"mean": 4, "peak": 4}
+
+
+def test_a_rate_of_zero_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="rate must be > 0"):
+        decisive_run("mean", {"p99": 30.0}, TrafficFacts(pattern="steady"), 0.0)
+
+
+def _segment(latencies: list[float], gap_s: float, status: str = "200") -> Segment:
+    records = [RequestRecord(i, i * gap_s, i * gap_s, i * gap_s + ms / 1000, status)
+               for i, ms in enumerate(latencies)]
+    return Segment(records, len(latencies) * gap_s)
+
+
+def test_pooled_figures_carry_intervals_over_blocks_of_both_segments() -> None:
+    # two 6-second segments of 60 answers: 12 one-second blocks, none spanning the two
+    first = _segment([10.0 + (i % 10) for i in range(60)], 0.1)
+    second = _segment([10.0 + (i % 10) for i in range(60)], 0.1)
+    val = pooled([first, second], 10.0, block_s=1.0)
+    p50 = val.intervals["p50"]
+    assert p50.samples == 120 and p50.blocks == 12 and p50.value == pytest.approx(14.0)
+    assert p50.low is not None and p50.high is not None and p50.low <= 14.0 <= p50.high
+    assert val.intervals["p99"].high is None  # 120 answers cannot bound a p99
+    # refused requests are no answers: the SLO is judged on what was answered
+    refused = _segment([1.0] * 30, 0.1, status="503")
+    again = pooled([first, refused], 10.0, block_s=1.0)
+    assert again.intervals["p50"].samples == 60
+
+
+def test_nothing_answered_has_no_interval() -> None:
+    assert record_intervals([(_segment([1.0], 0.1, status="503").records, 1.0)],
+                            block_s=1.0) == {}
+
+
+def test_a_report_whose_interval_straddles_the_target_says_not_shown_and_what_decides(
+        tmp_path: Path) -> None:
+    run = record(tmp_path)  # steady traffic, p95 <= 50 and p99 <= 80 ms, peak 30 req/s
+    assert run.sweep is not None
+    pid = run.sweep.best.policy_id
+    stats = SimStats(30, 7.0, 40.0, 70.0, shed=0.0, requests=400)
+    run.validations = {validation_key("int8", pid, "peak"): Validation(
+        stats, 29.5, 0.4, 13.0, [], intervals={
+            "p95": TailInterval(0.95, 40.0, 35.0, 45.0, 400, 13, 1.0),
+            "p99": TailInterval(0.99, 70.0, 60.0, 95.0, 400, 13, 1.0)})}  # straddles 80
+    check = build_run_report(run).slo_check
+    assert check is not None
+    peak = next(p for p in check.points if p.label == "peak")
+    assert [c.verdict for c in peak.checks] == ["meets", "not shown"]
+    assert peak.verdict == "not shown" and peak.meets_slo is None and peak.goodput is None
+    assert peak.decisive_run == ("3,000 requests over 100 s at 30 requests/s (30 answers above "
+                                 "the p99, 10 blocks of 1 s for the traffic's bursts)")
+    assert check.verdict == (
+        "Measured here, int8 with policy b1-w0ms-x1-q64 is not shown to meet the SLO "
+        "(p95 <= 50 ms, p99 <= 80 ms) at the peak rate (p95 40.0 ms (95% CI 35.0-45.0) "
+        "against 50 ms, p99 70.0 ms (95% CI 60.0-95.0) against 80 ms); the run that would "
+        "decide it at the peak rate: " + peak.decisive_run + ".")
+    assert peak.checks[1].why == ("p99 70.0 ms (95% CI 60.0-95.0, n=400, 13 x 1 s blocks) "
+                                  "straddles the 80 ms target")
+    assert_all_figures_have_provenance(build_run_report(run).to_dict())
