@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from infertune.config import ServePolicy
+from infertune.config import ServePolicy, client_deadline_ms, client_deadline_reason
 from infertune.errors import IncompatibleInputError
 from infertune.measure.compare import run_interleaved
 from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
@@ -183,11 +183,15 @@ def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter
     sim = make_simulator(curve, state.options.scenario.traffic, contention=contention,
                          seq_lens=lengths, seed=state.options.seed, overhead_ms=overhead)
     slo = state.options.scenario.slo.targets()
+    if client_deadline_reason(slo) not in state.notes:
+        state.notes.append(client_deadline_reason(slo))
     result = sweep(sim, variant_id=variant_id, slo=slo, mean_rps=mean, peak_rps=peak, grid=grid,
                    service_ms=lambda b: curve.latency_ms(b) + overhead * b,
                    cost_per_hour_usd=state.options.scenario.deployment.cost_per_hour_usd,
                    keep=3 if quick else 5, timeout_ms=serve_deadline_ms(slo),
-                   on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"))
+                   on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"),
+                   cost_ceiling_usd_per_1k=state.options.scenario.constraints
+                   .cost_ceiling_usd_per_1k)
     return Sweep(result, curve, contention, load_curves(result, sim), overhead)
 
 
@@ -199,11 +203,11 @@ def _served_forward(adapter: Adapter, feeds: Any, workers: int, cores: int) -> C
 
 
 def serve_deadline_ms(slo: dict[str, float]) -> float | None:
-    """The per-request deadline the policy states: the loosest SLO target, the same default
-    ``infertune serve runs/<name>`` would apply (a request older than that has missed the SLO
-    anyway). Stated in the policy, the report names exactly what serve runs, and the load
-    tests here shed late requests as the server will."""
-    return max(slo.values()) if slo else None
+    """The per-request deadline the policy states: config.client_deadline_ms, ten times the
+    loosest SLO target, the same default ``infertune serve runs/<name>`` applies. Stated in
+    the policy, the report names exactly what serve runs, and the load tests here shed late
+    requests as the server will; the SLO itself is judged on the answers' percentiles."""
+    return client_deadline_ms(slo)
 
 
 def load_curves(sw: SweepResult, simulate: SimulateFn) -> list[LoadCurve]:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infertune.config import ServePolicy
+from infertune.optimize.ranking import ceiling_first, fits_ceiling
 
 SHED_LIMIT = 0.01  # a policy that sheds more than 1% of requests does not "keep the SLO"
 
@@ -146,6 +147,10 @@ class SweepResult:
     evaluated: int
     ranked: list[PolicyResult]  # best first (only the leading ones are kept)
     batching: list[BatchingEffect] = field(default_factory=list)
+    # the scenario's cost per hour and ceiling: a policy over the ceiling ranks after every
+    # policy that fits it (optimize/ranking.py, ceiling_first)
+    cost_per_hour_usd: float | None = None
+    cost_ceiling_usd_per_1k: float | None = None
 
     @property
     def best(self) -> PolicyResult:
@@ -155,14 +160,23 @@ class SweepResult:
         return {"variant_id": self.variant_id, "slo": self.slo, "mean_rps": self.mean_rps,
                 "peak_rps": self.peak_rps, "grid": self.grid, "evaluated": self.evaluated,
                 "ranked": [p.to_dict() for p in self.ranked],
-                "batching": [b.to_dict() for b in self.batching]}
+                "batching": [b.to_dict() for b in self.batching],
+                "cost_per_hour_usd": self.cost_per_hour_usd,
+                "cost_ceiling_usd_per_1k": self.cost_ceiling_usd_per_1k}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepResult:
         return cls(variant_id=data["variant_id"], slo=data["slo"], mean_rps=data["mean_rps"],
                    peak_rps=data["peak_rps"], grid=data["grid"], evaluated=data["evaluated"],
                    ranked=[PolicyResult.from_dict(p) for p in data["ranked"]],
-                   batching=[BatchingEffect.from_dict(b) for b in data.get("batching", [])])
+                   batching=[BatchingEffect.from_dict(b) for b in data.get("batching", [])],
+                   cost_per_hour_usd=data.get("cost_per_hour_usd"),
+                   cost_ceiling_usd_per_1k=data.get("cost_ceiling_usd_per_1k"))
+
+    def fits_ceiling(self, policy: PolicyResult) -> bool | None:
+        """``policy`` within the cost ceiling at its goodput (None: no ceiling or cost)."""
+        return fits_ceiling(policy.goodput_rps, self.cost_per_hour_usd,
+                            self.cost_ceiling_usd_per_1k)
 
 
 def policy_id(policy: ServePolicy) -> str:
@@ -289,16 +303,20 @@ def rerank_measured(result: SweepResult) -> None:
     if not tested:
         return
     tested = ranked(tested, result.slo, measured=True)
-    result.ranked = tested + [r for r in result.ranked if r not in tested]
+    result.ranked = ceiling_first(tested + [r for r in result.ranked if r not in tested],
+                                  lambda r: r.goodput_rps, result.cost_per_hour_usd,
+                                  result.cost_ceiling_usd_per_1k)
 
 
 def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_rps: float,
           peak_rps: float, grid: SweepGrid, service_ms: Callable[[int], float],
           cost_per_hour_usd: float | None = None, keep: int = 5,
           timeout_ms: float | None = None,
-          on_policy: Callable[[int, int], None] | None = None) -> SweepResult:
+          on_policy: Callable[[int, int], None] | None = None,
+          cost_ceiling_usd_per_1k: float | None = None) -> SweepResult:
     """Run every policy of ``grid`` at the mean and peak rates, rank them, and compute goodput
-    and cost for the ``keep`` leading ones."""
+    and cost for the ``keep`` leading ones; those over ``cost_ceiling_usd_per_1k`` at their
+    goodput go after every one that fits it."""
     policies = grid.policies(timeout_ms)
     results: list[PolicyResult] = []
     for i, policy in enumerate(policies):
@@ -319,11 +337,13 @@ def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_
             result.goodput_rps = goodput(simulate, policy, slo,
                                          high=capacity_bound(policy, service_ms))
         result.cost_per_1k_usd = cost_per_1k(cost_per_hour_usd, result.goodput_rps)
+    leaders = ceiling_first(leaders, lambda r: r.goodput_rps, cost_per_hour_usd,
+                            cost_ceiling_usd_per_1k)
     effects = batching_effects(simulate, leaders[0], unbatched, slo, mean_rps, peak_rps)
     effects += wait_window_effects(simulate, leaders[0], slo, mean_rps,
                                    max(grid.max_wait_ms))
     return SweepResult(variant_id, slo, mean_rps, peak_rps, grid.to_dict(), len(policies),
-                       leaders, effects)
+                       leaders, effects, cost_per_hour_usd, cost_ceiling_usd_per_1k)
 
 
 def _best_unbatched(results: Sequence[PolicyResult],

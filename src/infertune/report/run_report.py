@@ -20,6 +20,7 @@ from infertune.report.build import Findings, Library, RunSections, Subject, buil
 from infertune.report.knowledge import default_dir, load_knowledge
 from infertune.report.plots import render_plots
 from infertune.report.render import write_report
+from infertune.report.run_ceiling import ceiling_advice
 from infertune.report.run_options import KNOWLEDGE_DIR
 from infertune.report.run_scaleout import scale_out
 from infertune.report.run_sections import (
@@ -163,6 +164,8 @@ def build_run_report(run: RunRecord) -> Report:
     measured, covers = measured_options(run)  # before notes(): it may add a note to the run
     rec, serving = recommendation(run, inside)
     check = slo_check(run)
+    if check is not None and run.sweep is not None:  # over the cost ceiling: what would fit
+        check.what_would += ceiling_advice(check, run.sweep, sc.deployment.cost_per_hour_usd)
     subject = Subject(
         scenario=sc, hardware=run_hardware(run), hardware_known=True,
         runtime=run.baseline_runtime, runtime_source="the baseline as loaded here",
