@@ -37,8 +37,10 @@ def register(app: typer.Typer) -> None:
                  "the traffic up judging latency, errors, output agreement and the business "
                  "metric with always-valid statistics; promote or roll back.")
     def canary(
-        server: Annotated[str, typer.Option("--server", help="http://host:port")],
-        release: Annotated[str, typer.Option("--release", help="the server's canary")],
+        server: Annotated[str | None, typer.Option("--server", help="http://host:port")] =
+            None,
+        release: Annotated[str | None, typer.Option("--release", help="the server's canary")] =
+            None,
         steps: Annotated[str | None, typer.Option(
             "--steps", help="traffic percentages (default: planned from the rate)")] = None,
         prometheus: Annotated[str | None, typer.Option(
@@ -63,7 +65,22 @@ def register(app: typer.Typer) -> None:
         business_metric: Annotated[str | None, typer.Option("--business-metric")] = None,
         json_out: Annotated[Path | None, typer.Option("--json", help="write the outcome")] =
             None,
+        judge_once: Annotated[bool, typer.Option(
+            "--judge-once", help="print one verdict over the counts so far and exit (1 on "
+            "fail, 0 on pass or wait): for an Argo Rollouts Job metric")] = False,
+        arm_label: Annotated[str | None, typer.Option(
+            "--arm-label", help="--judge-once on pods: the label telling the arms apart, "
+            "e.g. rollouts_pod_template_hash (needs --prometheus)")] = None,
+        canary_value: Annotated[str | None, typer.Option("--canary-value")] = None,
+        stable_value: Annotated[str | None, typer.Option("--stable-value")] = None,
     ) -> None:
+        if judge_once:
+            _judge_once(server, release, prometheus, api_key_env, alpha, max_disagreement,
+                        baseline_samples, (arm_label, canary_value, stable_value), json_out)
+            return
+        if server is None or release is None:
+            raise ConfigError("canary needs --server URL and --release NAME (or --judge-once "
+                              "with --prometheus and --arm-label)")
         from infertune.cli._common import write_json
         from infertune.rollout.client import RouterClient, server_client
         from infertune.rollout.controller import CanaryController, StepPlan
@@ -118,6 +135,8 @@ def register(app: typer.Typer) -> None:
         raise UserError(f"rolled back {release} {outcome.reason} (rollback call answered in "
                         f"{(outcome.rollback_seconds or 0) * 1000:.0f} ms)")
 
+    register_analysis(app)  # `infertune analysis`: the same gates, for Argo Rollouts/Flagger
+
 
 def _source(client: Any, prometheus: str | None) -> Any:
     """The router's /metrics, or PromQL against --prometheus."""
@@ -128,3 +147,77 @@ def _source(client: Any, prometheus: str | None) -> Any:
     if prometheus is None:
         return ServerMetrics(client)
     return PrometheusMetrics(httpx.Client(base_url=prometheus.rstrip("/"), timeout=10))
+
+
+def _judge_once(server: str | None, release: str | None, prometheus: str | None,
+                api_key_env: str, alpha: float, max_disagreement: float,
+                baseline_samples: int, arms: tuple[str | None, str | None, str | None],
+                json_out: Path | None) -> None:
+    """One verdict: over two pod arms in Prometheus, or a router's canary and stable."""
+    import httpx
+
+    from infertune.cli._common import write_json
+    from infertune.rollout.analysis import (
+        CANARY,
+        STABLE,
+        ArmPrometheus,
+        Arms,
+        judge_once,
+        pod_gates,
+    )
+    from infertune.rollout.client import RouterClient, server_client
+    from infertune.rollout.gates import GateConfig
+
+    label, canary_value, stable_value = arms
+    if label is not None:
+        if prometheus is None or canary_value is None or stable_value is None:
+            raise ConfigError("--judge-once --arm-label needs --prometheus URL, --canary-value "
+                              "and --stable-value")
+        pair = Arms(label, canary_value, stable_value)
+        with httpx.Client(base_url=prometheus.rstrip("/"), timeout=10) as prom:
+            snap = ArmPrometheus(prom, pair).snapshot()
+        judged = judge_once(snap, CANARY, STABLE, pod_gates(alpha, max_disagreement),
+                            baseline_samples)
+    else:
+        if server is None or release is None:
+            raise ConfigError("--judge-once needs --server URL and --release NAME, or "
+                              "--prometheus URL with --arm-label, --canary-value, "
+                              "--stable-value")
+        with server_client(server, api_key_env, os.environ) as client:
+            stable = RouterClient(client).state().stable
+            snap = _source(client, prometheus).snapshot()
+        config = GateConfig(alpha=alpha, max_disagreement=max_disagreement,
+                            min_samples=baseline_samples)
+        judged = judge_once(snap, release, stable, config, baseline_samples)
+    text = judged.model_dump_json(indent=2)
+    if json_out is not None:
+        write_json(json_out, judged.model_dump(mode="json"))
+    typer.echo(text)
+    if judged.verdict == "fail":
+        raise UserError(f"the canary fails its gates: {judged.reason}")
+
+
+def register_analysis(app: typer.Typer) -> None:
+    @app.command("analysis", help="Serve the always-valid canary verdict over two arms' "
+                 "Prometheus series for Argo Rollouts (GET /v1/analysis) and Flagger "
+                 "(POST /v1/flagger/check, /v1/flagger/promote).")
+    def analysis(
+        prometheus: Annotated[str, typer.Option("--prometheus", help="Prometheus URL")],
+        host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8080,
+        alpha: Annotated[float, typer.Option("--alpha", min=0.0001, max=0.5)] = 0.05,
+        baseline_samples: Annotated[int, typer.Option("--baseline-samples", min=1)] = 100,
+    ) -> None:
+        import httpx
+        import uvicorn
+
+        from infertune.rollout.analysis import ArmPrometheus, Arms, analysis_app, pod_gates
+
+        client = httpx.Client(base_url=prometheus.rstrip("/"), timeout=10)
+
+        def source_for(arms: Arms) -> ArmPrometheus:
+            return ArmPrometheus(client, arms)
+
+        app_ = analysis_app(source_for, pod_gates(alpha, 0.05), baseline_samples)
+        typer.echo(f"analysis endpoint on http://{host}:{port} reading {prometheus}", err=True)
+        uvicorn.run(app_, host=host, port=port, log_level="warning")

@@ -18,6 +18,7 @@ from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 
 if TYPE_CHECKING:
+    from infertune.export.plan import DeployPlan
     from infertune.serve.alerts import AlertThresholds
 
 
@@ -25,6 +26,8 @@ class Target(StrEnum):
     triton = "triton"
     kubernetes = "kubernetes"
     kserve = "kserve"
+    argo_rollouts = "argo-rollouts"
+    flagger = "flagger"
 
 
 class AutoscalerChoice(StrEnum):
@@ -54,13 +57,24 @@ def alert_thresholds_for(ref: str, policy: ServePolicy) -> AlertThresholds:
     return AlertThresholds.derive(run_slo(ref), policy)
 
 
+def _write_gates(to: Target, p: DeployPlan, out: Path, *, image: str, prometheus_url: str,
+                 namespace: str) -> list[Path]:
+    """Argo Rollouts or Flagger objects asking infertune's analysis endpoint for verdicts."""
+    from infertune.export.argo import write_argo
+    from infertune.export.flagger import write_flagger
+
+    write = write_argo if to is Target.argo_rollouts else write_flagger
+    return write(p, out, image=image, prometheus_url=prometheus_url, namespace=namespace)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("export", help="Export a run's (or release's) measured configuration to "
                  "Triton, Kubernetes or KServe, each value commented with its source.")
     def export(
         source: Annotated[str, typer.Argument(help="a run folder (runs/<name>), or a release "
                                               "name with --registry")],
-        to: Annotated[Target, typer.Option("--to", help="triton | kubernetes | kserve")],
+        to: Annotated[Target, typer.Option(
+            "--to", help="triton | kubernetes | kserve | argo-rollouts | flagger")],
         out: Annotated[Path, typer.Option("--out", help="folder to write")],
         variant: Annotated[str | None, typer.Option(
             "--variant", help="export this variant of the run instead of the recommended "
@@ -74,6 +88,9 @@ def register(app: typer.Typer) -> None:
         prometheus_url: Annotated[str, typer.Option(
             "--prometheus-url", help="keda: the Prometheus server KEDA queries")
         ] = "http://prometheus-operated.monitoring.svc:9090",
+        namespace: Annotated[str, typer.Option(
+            "--namespace", help="argo-rollouts, flagger: the analysis endpoint's namespace")
+        ] = "default",
         name: Annotated[str | None, typer.Option("--name", help="object name")] = None,
         cpus: Annotated[float | None, typer.Option(
             "--cpus", min=0.001, help="CPU per pod (default: the cores the run measured on)")
@@ -111,8 +128,11 @@ def register(app: typer.Typer) -> None:
         elif to is Target.kubernetes:
             files = write_kubernetes(p, out, image=image, autoscaler=autoscaler.value,
                                      prometheus_url=prometheus_url)
-        else:
+        elif to is Target.kserve:
             files = write_kserve(p, out, image=image)
+        else:
+            files = _write_gates(to, p, out, image=image, prometheus_url=prometheus_url,
+                                 namespace=namespace)
         record = summary(p, to.value, [str(f.relative_to(out)) for f in files]).to_json()
         (out / "export.json").write_text(record)
         if as_json:

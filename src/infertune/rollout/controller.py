@@ -26,22 +26,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from infertune.errors import ConfigError
-from infertune.rollout.gates import (
-    METHOD,
-    P95_ANCHOR,
-    GateConfig,
-    GateName,
-    GateResult,
-    judge,
-    overall,
-)
-from infertune.rollout.observe import (
-    MetricsSource,
-    Snapshot,
-    evidence,
-    threshold,
-    threshold_below,
-)
+from infertune.rollout.analysis import judge_counts
+from infertune.rollout.gates import METHOD, P95_ANCHOR, GateConfig, GateName, GateResult
+from infertune.rollout.observe import MetricsSource, Snapshot, threshold, threshold_below
 from infertune.rollout.plan import CanaryPlan, Sizing, measure_traffic, plan_for
 from infertune.serve.routing import RoutingState
 
@@ -196,12 +183,11 @@ class CanaryController:
         while True:
             self.sleep(self.plan.poll_s)
             now = self.source.snapshot()
-            ev = evidence(start, now, canary, stable, p95_s=p95, p99_s=p99,
-                          business_metric=self.plan.business_metric)
-            results = judge(ev, self.config)
+            verdict, results = judge_counts(start, now, canary, stable, p95_s=p95, p99_s=p99,
+                                            config=self.config, required=self.required,
+                                            business_metric=self.plan.business_metric)
             if self.on_look is not None:
                 self.on_look(weight, results)
-            verdict = overall(results, self.required)
             answers = now.of(canary).requests - at_step
             elapsed = self.clock() - began
             if verdict == "fail":

@@ -5,6 +5,7 @@ the snapshot taken when the rollout began, so only traffic since then is judged.
 (the router adds ``release`` to every sample of a release's own metrics):
 
     infertune_requests_total{release, status}         answers; 5xx and 429 count as errors
+    infertune_routed_requests_total{release}          requests routed, counted on arrival
     infertune_request_seconds_bucket{release, le}     end-to-end latency histogram
     infertune_shadow_rows_total{release, outcome}     rows compared with the stable's
     infertune_feedback_total / _ones_total{release, metric}   binary business outcomes
@@ -32,6 +33,7 @@ PROMQL = {
     "infertune_shadow_rows_total": "sum by (release, outcome) (infertune_shadow_rows_total)",
     "infertune_feedback_total": "sum by (release, metric) (infertune_feedback_total)",
     "infertune_feedback_ones_total": "sum by (release, metric) (infertune_feedback_ones_total)",
+    "infertune_routed_requests_total": "sum by (release) (infertune_routed_requests_total)",
 }
 
 
@@ -43,6 +45,9 @@ class ReleaseCounts:
     rows: int = 0
     disagreeing: int = 0  # disagreeing rows plus replays that failed
     feedback: dict[str, Counts] = field(default_factory=dict)
+    # counted on arrival by the router: the offered rate even while answers lag behind it
+    # (None: a source without the router's counter, e.g. one release's own /metrics)
+    routed: int | None = None
 
     def over(self, threshold: float) -> Counts:
         """Requests slower than ``threshold`` (a bucket bound) out of all observed."""
@@ -80,6 +85,8 @@ def snapshot_from(samples: Iterable[Sample]) -> Snapshot:
             rc.rows += int(value)
             if labels.get("outcome") != "agree":
                 rc.disagreeing += int(value)
+        elif name == "infertune_routed_requests_total":
+            rc.routed = (rc.routed or 0) + int(value)
         elif name == "infertune_feedback_total":  # summed: one series per Ray replica
             key = (release, labels["metric"])
             totals[key] = totals.get(key, 0.0) + value

@@ -20,7 +20,8 @@ allowed at the measured request rate.
                90% of ``decide_within_s`` at the measured rate (else the same first steps
                straight to 100%); the canary never exceeds 20% before its gates had n
                answers to judge. None fits: the plan is refused, naming the rate or the
-               time that would fit
+               time that would fit. A gate that cannot catch its effect at any size (the
+               effect lies within its tolerance on this traffic) is a warning, not a refusal
 
 The stable's sample grows by every request it answers plus every canary answer replayed to it
 (the router compares outputs that way), so during a step at weight w it holds about n / w.
@@ -106,6 +107,7 @@ class CanaryPlan:
     sizes: list[GateSize] = field(default_factory=list)
     refusal: str | None = None  # why no plan decides in time (None: it does)
     explicit: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def expected_s(self) -> float:
@@ -115,7 +117,8 @@ class CanaryPlan:
         return {"traffic": asdict(self.traffic), "steps": list(self.steps),
                 "step_samples": self.step_samples, "step_seconds": self.step_seconds,
                 "expected_s": self.expected_s, "explicit": self.explicit,
-                "sizes": [asdict(s) for s in self.sizes], "refusal": self.refusal}
+                "sizes": [asdict(s) for s in self.sizes], "refusal": self.refusal,
+                "warnings": self.warnings}
 
     def step_timeout_s(self, poll_s: float) -> float:
         """Twice the slowest step's expected time, plus ten looks: Poisson arrivals rarely
@@ -131,6 +134,7 @@ class CanaryPlan:
                                                                  strict=True))
         source = "given" if self.explicit else "planned"
         return [head, f"per-step canary answers {self.step_samples} ({sized})",
+                *(f"WARNING: {w}" for w in self.warnings),
                 f"{source} steps {steps}; expected time to a decision {self.expected_s:.0f} s"]
 
 
@@ -157,7 +161,12 @@ def shifted_share(buckets: dict[float, float], bound: float, slowdown: float) ->
 
 def measure_traffic(before: ReleaseCounts, after: ReleaseCounts, seconds: float,
                     slowdown: float, min_samples: int) -> Traffic:
-    requests = max(0, after.requests - before.requests)
+    # arrivals where the router counts them: a server that lags under load answers fewer
+    # requests a second than it is offered, and the canary will be offered, not answered
+    if after.routed is not None and before.routed is not None:
+        requests = max(0, after.routed - before.routed)
+    else:
+        requests = max(0, after.requests - before.requests)
     rate = requests / seconds if seconds > 0 else 0.0
     error_rate = after.errors / after.requests if after.requests else 0.0
     p95 = threshold_below(after, P95_ANCHOR, min_samples)
@@ -273,9 +282,15 @@ def _plan(traffic: Traffic, steps: tuple[float, ...], sizes: list[GateSize],
     rate = traffic.rate_rps
     seconds = [n / (w / 100 * rate) if rate > 0 else math.inf for w in steps]
     plan = CanaryPlan(traffic, steps, n, seconds, sizes, explicit=explicit)
-    if blind and sizing.step_samples is None:
-        plan.refusal = ("no sample size lets these gates detect their effect: " +
-                        "; ".join(s.why for s in blind) + "; lower the tolerance or pass "
+    # a gate whose effect lies within its tolerance on this traffic (a latency shape whose
+    # tail barely moves under a 1.2x slowdown) still judges, and still rolls back what is
+    # surely worse; it only cannot promise to catch the configured effect: said, not refused,
+    # unless no required gate can
+    plan.warnings = [f"{s.gate} cannot promise to catch its effect on this traffic ({s.why});"
+                     " the steps are sized from the other gates" for s in blind]
+    if blind and len(blind) == len(sizes) and sizing.step_samples is None:
+        plan.refusal = ("no sample size lets any gate detect its effect: " +
+                        "; ".join(s.why for s in blind) + "; lower the tolerances or pass "
                         "--min-step-samples and --steps to run anyway")
     elif plan.expected_s > FIT * sizing.decide_within_s and not explicit:
         # time = baseline + n / rate x sum(100 / w): solve for the rate, or state the time

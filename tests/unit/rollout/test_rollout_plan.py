@@ -85,10 +85,15 @@ def test_too_little_traffic_is_refused_with_the_rate_and_time_that_would_do() ->
     assert "given steps 10% ~" in given.lines()[-1]
 
 
-def test_a_gate_that_cannot_see_its_effect_refuses_the_plan() -> None:
+def test_a_gate_that_cannot_see_its_effect_is_a_warning_and_all_of_them_a_refusal() -> None:
     # the latency tolerance is wider than the share a 1.2x slower canary would add
     plan = plan_for(TRAFFIC, GateConfig(p95_tolerance=0.2), Sizing(), REQUIRED)
-    assert plan.refusal is not None and "latency_p95" in plan.refusal
+    assert plan.refusal is None and plan.step_samples == 737  # sized from the others
+    assert len(plan.warnings) == 1 and plan.warnings[0].startswith("latency_p95 cannot")
+    assert any(line.startswith("WARNING: latency_p95") for line in plan.lines())
+    blind = GateConfig(p95_tolerance=0.2, error_tolerance=0.5, max_disagreement=0.5)
+    refused = plan_for(TRAFFIC, blind, Sizing(effects=Effects(disagreement=0.4)), REQUIRED)
+    assert refused.refusal is not None and "no sample size lets any gate" in refused.refusal
     with pytest.raises(ValueError, match="p95_slowdown > 1"):
         Effects(p95_slowdown=1.0)
 
@@ -122,3 +127,19 @@ def test_a_plan_refused_leaves_the_canary_at_zero() -> None:
         controller.run("canary")
     assert sim.actions == ["weight"] and sim.state().canary_weight == 0.0
     assert len(plans) == 1
+
+
+def test_the_rate_is_the_routers_arrivals_when_it_counts_them() -> None:
+    from infertune.rollout.observe import ReleaseCounts, parse_exposition
+    from infertune.rollout.plan import measure_traffic
+
+    # a lagging server: 400 requests arrived in 20 s, 250 of them answered
+    before = ReleaseCounts(requests=100, routed=100)
+    after = ReleaseCounts(requests=350, routed=500, buckets={0.01: 350.0, math.inf: 350.0})
+    assert measure_traffic(before, after, 20.0, 1.2, 100).rate_rps == 20.0
+    answered = measure_traffic(ReleaseCounts(requests=100), ReleaseCounts(requests=350), 20.0,
+                               1.2, 100)
+    assert answered.rate_rps == 12.5 and answered.p95_share is None  # no histogram to size from
+    text = ('# TYPE infertune_routed_requests_total counter\n'
+            'infertune_routed_requests_total{release="a"} 7.0\n')
+    assert parse_exposition(text).of("a").routed == 7
