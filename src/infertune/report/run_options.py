@@ -121,6 +121,34 @@ def timed_option(option_id: str, title: str, timed: TimedOption, hardware: str, 
                   applicability=timed.detail)
 
 
+def bucketing_option(timed: TimedOption, hardware: str) -> Option:
+    """Length bucketing, an estimate: what was timed is an upper bound, not the gain as served.
+    The offline A/B sorts the whole held-out set by length before cutting it into batches, so
+    each batch holds near-equal lengths; a server only groups the requests waiting at once,
+    and ``infertune serve`` already lets a request join a batch only when its padding costs
+    less than a call of its own (serve/batch_shape.py). As served the gain lies between none
+    and the offline figure, so that range is the impact (ranked on its middle)."""
+    what = f"interleaved A/B ({timed.a_label} vs {timed.b_label})"
+    bound = {k: Figure.measured(pct(r), "% change", hardware, timed.samples, what=what)
+             for k, r in (("p95", timed.ratio_p95), ("p50", timed.b_p50_ms / timed.a_p50_ms))}
+    basis = ("estimate: between no change and the upper bound measured offline on "
+             f"{hardware} ({timed.samples} batches a side, the whole held-out set sorted by "
+             "length before batching); serve already groups requests by padding cost, so the "
+             "gain as served was not measured and may be none")
+    impact = Impact(**{k: Figure(low=min(f.value or 0.0, 0.0), high=max(f.value or 0.0, 0.0),
+                                 unit="% change", source="estimate", basis=basis, inputs=[f])
+                       for k, f in bound.items()})
+    return Option(id="length-bucketing", title="Group batched requests by length (less "
+                  "padding)", category="inputs", impact=impact,
+                  effort=Rated(level="low", reason="a preprocessing setting"),
+                  risk=Rated(level="low", reason="outputs unchanged"),
+                  verify="load test infertune serve with and without length grouping on "
+                  "production-like lengths, at the served batch sizes",
+                  invalidated_by="a change in the input length distribution", source="estimate",
+                  applicability=timed.detail + "; an upper bound: serve already groups "
+                  "batched requests by padding cost")
+
+
 def cache_option(cache: CacheEstimate, model_ms: float | None) -> Option | None:
     """Response cache: the hit rate counted on the data; latency effect an estimate from it."""
     rate = max(cache.exact_hit_rate, cache.normalised_hit_rate)

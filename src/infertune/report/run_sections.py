@@ -208,10 +208,7 @@ def measured_options(run: RunRecord) -> tuple[list[Option], frozenset[str]]:
                 "the chosen serving policy does not batch, so it does not apply; it matters "
                 "once requests are batched")
         elif io.bucketing is not None:
-            options.append(opt.timed_option(
-                "length-bucketing", "Group batched requests by length (less padding)",
-                io.bucketing, hw, low, Rated(level="low", reason="outputs unchanged"),
-                "load test with length-sorted batching against arrival order"))
+            options.append(opt.bucketing_option(io.bucketing, hw))
     return options, frozenset(opt.skipped_ids(kinds))
 
 
