@@ -365,8 +365,14 @@ def _bf16(hw: HardwareInfo) -> Applicability:
 
 
 def _fp16(hw: HardwareInfo) -> Applicability:
-    if hw.gpus:
-        return Applicability("fp16", True, f"GPU {hw.gpus[0].name} runs fp16 natively")
+    if hw.gpus:  # the same rule as the GPU passes (models/gpu.py fp16_gpu_reason)
+        gpu = hw.gpus[0]
+        if _capability(gpu) >= 7.0:
+            return Applicability("fp16", True, f"GPU {gpu.name} (compute "
+                                 f"{gpu.compute_capability}) has FP16 tensor cores")
+        why = (f"compute {gpu.compute_capability}: no FP16 tensor cores (needs 7.0+)"
+               if gpu.compute_capability else "its compute capability was not reported")
+        return Applicability("fp16", False, f"GPU {gpu.name}: {why}")
     if hw.has("amx_fp16"):
         return Applicability("fp16", True, "amx_fp16 present: native fp16 matrix multiply")
     return Applicability("fp16", False,

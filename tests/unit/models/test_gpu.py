@@ -214,3 +214,16 @@ def test_batches_beyond_the_profile_run_in_profile_sized_chunks(mlp: Path) -> No
     out = runner({"x": x})
     assert seen == [2, 2, 1]
     np.testing.assert_allclose(out, OrtRunner.open(str(mlp))({"x": x}), rtol=1e-6, atol=1e-6)
+
+
+def test_doctor_s_fp16_verdict_follows_the_same_capability_rule() -> None:
+    from infertune.hardware import applicability
+
+    def fp16(*gpus: GpuInfo) -> tuple[bool, str]:
+        found = next(a for a in applicability(machine(*gpus)) if a.family == "fp16")
+        return found.applicable, found.reason
+
+    assert fp16(T4) == (True, "GPU Tesla T4 (compute 7.5) has FP16 tensor cores")
+    assert fp16(P100) == (False, "GPU Tesla P100-PCIE-16GB: compute 6.0: no FP16 tensor cores "
+                                 "(needs 7.0+)")
+    assert fp16(SILENT) == (False, "GPU Some GPU: its compute capability was not reported")
