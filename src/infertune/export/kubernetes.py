@@ -10,8 +10,9 @@
     prometheusrule.yaml   the alert rules of serve/alerts.py, thresholds from the SLO
     extras/alerts.yaml    the same rules as a plain Prometheus rule file
 
-The image must hold infertune (serve and onnx extras) and the variant folder at
-/models/<variant id>; the folder is copied to <out>/variant/<id> for the image build.
+The image must hold infertune (serve and the engine's extra: onnx, openvino or torch) and the
+variant folder at /models/<variant id>; the folder is copied to <out>/variant/<id> for the image
+build.
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ def configmap(p: DeployPlan) -> dict[str, Node]:
             "data": {"serve.yaml": dump(serve_config(p))}}
 
 
+def image_extras(p: DeployPlan) -> str:
+    """The infertune extras the image needs to run this variant's engine."""
+    m = p.source.manifest
+    engine = "gpu" if m.gpu is not None else \
+        {"openvino": "openvino", "torch": "torch"}.get(m.runtime, "onnx")
+    return f"serve and {engine} extras: pip install 'infertune[serve,{engine}]'"
+
+
 def gpu_limit(p: DeployPlan) -> dict[str, Node]:
     """The GPU a GPU variant needs (extended resources are set as limits only; Kubernetes
     makes the request equal), or nothing for a CPU variant."""
@@ -71,7 +80,7 @@ def deployment(p: DeployPlan, image: str) -> dict[str, Node]:
     cpu = Sourced(f"{p.cpus.value:g}", p.cpus.source)
     container: dict[str, Node] = {
         "name": "infertune",
-        "image": Sourced(image, "--image: an image holding infertune (serve and onnx extras) "
+        "image": Sourced(image, f"--image: an image holding infertune ({image_extras(p)}) "
                          f"and this variant at /models/{p.source.manifest.id}"),
         "args": ["infertune", "serve", f"/models/{p.source.manifest.id}", "--config",
                  f"{CONFIG_DIR}/serve.yaml", "--host", "0.0.0.0", "--port", str(PORT)],

@@ -1,4 +1,5 @@
-"""A Triton model repository for the plan's ONNX variant.
+"""A Triton model repository for the plan's ONNX variant (or OpenVINO variant: its model step
+is written by export/triton_openvino.py for Triton's OpenVINO backend).
 
     <out>/<id>_model/config.pbtxt, 1/model.onnx         the variant on Triton's onnxruntime
                                                         backend, batching as measured; a GPU
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from infertune.errors import ConfigError
 from infertune.export.plan import DeployPlan, Sourced
+from infertune.export.triton_openvino import openvino_io, openvino_parameters, write_openvino_model
 from infertune.models.gpu import OrtGpuSettings
 
 # Copied as model.py, never imported here: they import Triton's triton_python_backend_utils
@@ -105,10 +107,14 @@ def _io(kind: str, tensors: list[Tensor], note: str) -> list[str]:
 
 def onnx_config(p: DeployPlan, name: str, inputs: list[Tensor], outputs: list[Tensor]) -> str:
     m = p.source.manifest
-    where = f"variants/{m.id}/model.onnx"
-    lines = [f"# {m.id} from {p.source.label} on Triton's onnxruntime backend, batched by the "
-             "run's serving policy.", f'name: "{name}"', 'backend: "onnxruntime"',
+    openvino = m.runtime == "openvino"
+    backend = "openvino" if openvino else "onnxruntime"
+    where = f"variants/{m.id}/{m.model_file}"
+    lines = [f"# {m.id} from {p.source.label} on Triton's {backend} backend, batched by the "
+             "run's serving policy.", f'name: "{name}"', f'backend: "{backend}"',
              _num("max_batch_size", p.max_batch_size)]
+    if openvino:
+        lines.append('default_model_filename: "model.xml"  # with model.bin beside it')
     lines += _io("input", inputs, f"the graph inputs of {where}")
     lines += _io("output", outputs, f"the graph outputs of {where}")
     lines += ["dynamic_batching {",
@@ -126,6 +132,8 @@ def onnx_config(p: DeployPlan, name: str, inputs: list[Tensor], outputs: list[Te
     lines += ["}", "instance_group [",
               f"  {{ kind: {kind} count: {p.workers.value} }}{_c(p.workers.source)}"
               f" -- one model instance per serving worker{per}", "]"]
+    if openvino:
+        return "\n".join(lines + openvino_parameters(p)) + "\n"
     lines += [f'parameters {{ key: "intra_op_thread_count" value: {{ string_value: '
               f'"{p.intra_op_threads.value}" }} }}{_c(p.intra_op_threads.source)}',
               f'parameters {{ key: "inter_op_thread_count" value: {{ string_value: '
@@ -196,11 +204,16 @@ def _python_config(name: str, p: DeployPlan, inputs: list[Tensor], outputs: list
 
 def _ensemble_config(name: str, p: DeployPlan, steps: list[tuple[str, dict[str, str],
                                                                   dict[str, str]]]) -> str:
+    pairs = "TEXT_PAIR" in steps[0][1]
+    text_in = 'input [ { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] }' + (
+        ', { name: "TEXT_PAIR" data_type: TYPE_STRING dims: [ 1 ] } ]' if pairs else " ]")
     lines = ["# What a client calls: TEXT in (as to infertune serve), OUTPUT out. Triton batches",
              "# the ONNX step only across requests of one padded length (padding: "
              f"{p.source.manifest.preprocessing.padding}, from the manifest).",
+             *(["# A cross-encoder: TEXT holds the queries, TEXT_PAIR their passages, one each."]
+               if pairs else []),
              f'name: "{name}"', 'platform: "ensemble"', _num("max_batch_size", p.max_batch_size),
-             'input [ { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]',
+             text_in,
              'output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]',
              "ensemble_scheduling {", "  step ["]
     blocks = []
@@ -215,6 +228,10 @@ def _ensemble_config(name: str, p: DeployPlan, steps: list[tuple[str, dict[str, 
 def write_triton(p: DeployPlan, out: Path) -> list[Path]:
     """Write the repository under ``out``; returns the config.pbtxt files written."""
     m = p.source.manifest
+    if m.runtime == "openvino" and m.kind == "text":
+        ins, outs = openvino_io(p.source.variant_dir / m.model_file)
+        return _write_text(p, out, triton_name(m.id), [Tensor(*t) for t in ins],
+                           [Tensor(*t) for t in outs])
     if m.runtime != "onnxruntime" or not m.model_file.endswith(".onnx"):
         folders = p.source.variant_dir.parent
         onnx_ids = sorted(f.name for f in folders.iterdir() if (f / "model.onnx").is_file()) \
@@ -232,6 +249,8 @@ def write_triton(p: DeployPlan, out: Path) -> list[Path]:
 
 def _write_onnx(p: DeployPlan, folder: Path, name: str, inputs: list[Tensor],
                 outputs: list[Tensor]) -> Path:
+    if p.source.manifest.runtime == "openvino":
+        return write_openvino_model(p, folder, onnx_config(p, name, inputs, outputs))
     (folder / "1").mkdir(parents=True, exist_ok=True)
     src = p.source.variant_dir / p.source.manifest.model_file
     shutil.copy2(src, folder / "1" / "model.onnx")
@@ -255,6 +274,7 @@ def _write_text(p: DeployPlan, out: Path, base: str, inputs: list[Tensor],
         raise ConfigError(f"variant {m.id!r} takes {sorted(names)}; the tokenizer step feeds "
                           f"only {list(TOKEN_INPUTS)}")
     model, tok, post = f"{base}_model", f"{base}_tokenize", f"{base}_postprocess"
+    pairs = m.task == "reranking"
     written = [_write_onnx(p, out / model, model, inputs, outputs)]
     # the tokenizer step: model.py, the variant's tokenizer folder and its settings
     version = out / tok / "1"
@@ -266,9 +286,12 @@ def _write_text(p: DeployPlan, out: Path, base: str, inputs: list[Tensor],
         "_source": f"variants/{m.id}/manifest.json preprocessing and inputs",
         "tokenizer_dir": "tokenizer", "max_length": pre.max_length, "padding": pre.padding,
         "buckets": list(pre.buckets) or [16, 32, 64, 128, 256, 512],
-        "token_type_ids": "token_type_ids" in names}, indent=2) + "\n")
+        "token_type_ids": "token_type_ids" in names, "pairs": pairs,
+        "truncation": pre.truncation}, indent=2) + "\n")
     token_outputs = [t for t in inputs if t.name in TOKEN_INPUTS]
-    text_in = [Tensor("TEXT", "TYPE_STRING", [1])]
+    # a cross-encoder reads (query, passage) pairs: the passages come in their own tensor
+    text_in = [Tensor("TEXT", "TYPE_STRING", [1])] + (
+        [Tensor("TEXT_PAIR", "TYPE_STRING", [1])] if pairs else [])
     (out / tok / "config.pbtxt").write_text(_python_config(
         tok, p, text_in, token_outputs, f"the tokenizer of {m.id} (Python backend)"))
     # the postprocessing step
@@ -285,7 +308,8 @@ def _write_text(p: DeployPlan, out: Path, base: str, inputs: list[Tensor],
     # the ensemble a client calls
     (out / base / "1").mkdir(parents=True, exist_ok=True)
     token_map = {t.name: t.name for t in token_outputs}
-    steps = [(tok, {"TEXT": "TEXT"}, token_map),
+    text_map = {"TEXT": "TEXT", **({"TEXT_PAIR": "TEXT_PAIR"} if pairs else {})}
+    steps = [(tok, text_map, token_map),
              (model, token_map, {raw.name: "raw_output"}),
              (post, {"OUTPUT_RAW": "raw_output", "attention_mask": "attention_mask"},
               {"OUTPUT": "OUTPUT"})]

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 ModelInputs = dict[str, np.ndarray]
-Runtime = Literal["torch", "onnxruntime"]
+Runtime = Literal["torch", "onnxruntime", "openvino"]
 Kind = Literal["text", "tensor"]
 
 

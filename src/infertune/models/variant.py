@@ -5,6 +5,8 @@ The manifest is the whole recipe for running the variant without the run that ma
     variants/<id>/
       manifest.json     runtime, precision, passes, inputs, threads, preprocessing, hashes
       model.onnx        onnxruntime variants: the graph (fused / quantized as the passes say)
+      model.xml/.bin    openvino variants: the IR; precision, threads, streams and static
+                        shapes in the manifest's ``openvino`` (models/openvino_runner.py)
       hf/               torch variants: config.json + model.safetensors (no pickles); the
                         recipe (autocast, compile, int8) is re-applied at load
       tokenizer/        text models: the tokenizer, copied in so the folder is self-contained
@@ -27,6 +29,7 @@ from typing import Any, Literal
 from infertune.errors import ModelLoadError
 from infertune.models.base import Adapter, ModelInfo
 from infertune.models.gpu import OrtGpuRunner, OrtGpuSettings
+from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, default_cache_dir
 from infertune.models.runners import OrtRunner, TorchRunner, hf_call
 from infertune.models.tensor import onnx_tensor_adapter
 from infertune.models.text import TextAdapter, TextPreprocess
@@ -69,6 +72,7 @@ class Preprocessing:
     padding: Literal["longest", "max_length", "bucket"] = "longest"
     buckets: list[int] = field(default_factory=list)
     truncated_share: float | None = None  # share of held-out inputs longer than max_length
+    truncation: Literal["only_second", "longest_first", "only_first"] = "only_second"  # pairs
 
 
 @dataclass
@@ -113,7 +117,7 @@ class Fp32Layer:
 @dataclass
 class Manifest:
     id: str
-    runtime: Literal["torch", "onnxruntime"]
+    runtime: Literal["torch", "onnxruntime", "openvino"]
     precision: str
     kind: Literal["text", "tensor"]
     task: str
@@ -124,6 +128,7 @@ class Manifest:
     threads: ThreadSettings = field(default_factory=ThreadSettings)
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
     recipe: TorchRecipe | None = None
+    openvino: OpenVinoSettings | None = None  # openvino variants: how the CPU plugin runs it
     gpu: OrtGpuSettings | None = None  # onnxruntime on CUDA/TensorRT (models/gpu.py)
     source: dict[str, str] = field(default_factory=dict)  # ref, model id, sha256
     max_position: int | None = None
@@ -163,6 +168,8 @@ class Manifest:
         data["preprocessing"] = Preprocessing(**data.get("preprocessing", {}))
         if data.get("recipe") is not None:
             data["recipe"] = TorchRecipe(**data["recipe"])
+        if data.get("openvino") is not None:
+            data["openvino"] = OpenVinoSettings(**data["openvino"])
         if data.get("gpu") is not None:
             data["gpu"] = OrtGpuSettings.from_dict(data["gpu"])
         if data.get("agreement") is not None:
@@ -226,9 +233,8 @@ def load_variant(path: str | Path) -> Adapter:
             raise ModelLoadError(f"variant {folder}: tensor-model variants run on onnxruntime; "
                                  f"this one names {manifest.runtime!r}; rebuild the variant")
         return _tensor_adapter(folder, manifest, _ort_runner(folder, manifest))
-    runner = _ort_runner(folder, manifest) if manifest.runtime == "onnxruntime" else \
-        _torch_runner(folder, manifest)
-    return _text_adapter(folder, manifest, runner)
+    runners = {"onnxruntime": _ort_runner, "openvino": _ov_runner, "torch": _torch_runner}
+    return _text_adapter(folder, manifest, runners[manifest.runtime](folder, manifest))
 
 
 def _ort_runner(folder: Path, manifest: Manifest) -> Any:
@@ -246,6 +252,21 @@ def _ort_runner(folder: Path, manifest: Manifest) -> Any:
     except Exception as exc:  # onnxruntime raises untyped errors for graphs it cannot load
         raise ModelLoadError(f"variant {folder}: onnxruntime cannot load "
                              f"{manifest.model_file} ({type(exc).__name__})") from exc
+
+
+def _ov_runner(folder: Path, manifest: Manifest) -> Any:
+    settings = manifest.openvino or OpenVinoSettings()
+    cache = default_cache_dir() if settings.cache else None
+    try:
+        return OvRunner(str(folder / manifest.model_file), settings,
+                        cache_dir=str(cache) if cache else None)
+    except ImportError as exc:
+        raise ModelLoadError(f"variant {folder} runs on OpenVINO, which is not installed; "
+                             "pip install 'infertune[openvino]'") from exc
+    except Exception as exc:  # openvino raises untyped RuntimeErrors for models it cannot read
+        first = str(exc).strip().split("\n")[0][:200]
+        raise ModelLoadError(f"variant {folder}: OpenVINO cannot load {manifest.model_file} "
+                             f"({type(exc).__name__}: {first}); rebuild the variant") from exc
 
 
 def _torch_runner(folder: Path, manifest: Manifest) -> Any:
@@ -314,14 +335,14 @@ def _text_adapter(folder: Path, manifest: Manifest, runner: Any) -> TextAdapter:
     buckets = tuple(pre.buckets) or TextPreprocess().buckets
     info = ModelInfo(
         id=manifest.id, version=manifest.files.get(manifest.model_file, _tree_hash(manifest))[:12],
-        kind="text", task=manifest.task, runtime=manifest.runtime, precision=manifest.precision,
+        kind="text", task=manifest.task, runtime=manifest.runtime, precision=runner.precision,
         input_names=[i.name for i in manifest.inputs], source=str(folder),
         max_length=pre.max_length, max_position=manifest.max_position,
         tokenizer_dir=str(folder / pre.tokenizer_dir),
     )
     return TextAdapter(info, runner, tokenizer,
                        TextPreprocess(max_length=pre.max_length, padding=pre.padding,
-                                      buckets=buckets))
+                                      buckets=buckets, truncation=pre.truncation))
 
 
 def _tensor_adapter(folder: Path, manifest: Manifest, runner: Any) -> Adapter:

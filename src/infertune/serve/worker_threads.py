@@ -34,14 +34,15 @@ def threads_per_worker(fixed: int, policy: ServePolicy, cores: int) -> int:
 
 
 def fit_to_workers(adapter: Adapter, policy: ServePolicy, cores: int) -> tuple[Adapter, int | None]:
-    """An onnxruntime adapter on a session sized by ``threads_per_worker`` when several
+    """An onnxruntime (or OpenVINO) adapter sized by ``threads_per_worker`` when several
     workers share it or the policy names ``model_threads``, and the threads each worker gets
     (None: left as loaded; a torch model, whose threads are per process, or a runner that
     cannot reopen its session). One worker with no ``model_threads`` keeps the session as
     loaded: the runtime's default is already one thread per core."""
     runner = getattr(adapter, "runner", None)
     opened = getattr(runner, "opened_with", None)
-    if adapter.info.runtime != "onnxruntime" or runner is None or opened is None:
+    if adapter.info.runtime not in ("onnxruntime", "openvino") or runner is None \
+            or opened is None:
         return adapter, None
     fixed = int(opened.get("intra_op_threads") or 0)
     if policy.workers <= 1 and policy.model_threads is None:
@@ -49,4 +50,9 @@ def fit_to_workers(adapter: Adapter, policy: ServePolicy, cores: int) -> tuple[A
     threads = threads_per_worker(fixed, policy, cores)
     if threads == fixed:
         return adapter, threads
+    if adapter.info.runtime == "openvino":
+        # one OpenVINO stream per worker, each on its share of the cores: with one stream the
+        # workers' calls would queue for it (models/openvino_runner.py)
+        return adapter.with_runner(runner.reopen(intra_op_threads=threads,
+                                                 streams=policy.workers)), threads
     return adapter.with_runner(runner.reopen(intra_op_threads=threads)), threads
