@@ -89,11 +89,9 @@ class Tuner:
         self.peak_rss: dict[str, int] = {}
 
     @contextlib.contextmanager
-    def session(self, candidate: Candidate, prompts: list[Prompt] | None = None
-                ) -> Iterator[Callable[[float], _Probe]]:
-        """Start ``candidate``'s server, warm it up; yield probe(rate); stop it."""
+    def session(self, candidate: Candidate) -> Iterator[Callable[..., _Probe]]:
+        """Start ``candidate``'s server, warm it up; yield probe(rate, prompts=None); stop it."""
         o, port = self.o, free_port()
-        prompts = prompts or self.prompts
         log = o.out / "logs" / f"{_safe(candidate.id)}.log"
         self.progress(f"starting {candidate.id}: {o.command.line(candidate, port)}")
         server = ServerProcess(o.command.argv(candidate, port), port, log,
@@ -101,12 +99,13 @@ class Tuner:
         with server:
             sent = [0]
 
-            def probe(rate: float, count: int | None = None) -> _Probe:
+            def probe(rate: float, count: int | None = None,
+                      prompts: list[Prompt] | None = None) -> _Probe:
                 spec = ScheduleSpec(shape=o.shape if count is None else "constant", rate=rate,
                                     duration_s=o.probe_s if count is None else count / rate,
                                     seed=o.seed)
                 schedule = build_schedule(spec)
-                share = _rotate(prompts, sent[0])
+                share = _rotate(prompts or self.prompts, sent[0])
                 sent[0] += len(schedule)
                 target = OpenAITarget(server.base_url + ROUTES[o.api], o.api, share,
                                       model=o.model_name, timeout_s=o.timeout_s,
@@ -200,10 +199,11 @@ class Tuner:
         unshared = build_prompts(replace(self.o.workload, prefix_share=0.0))
         self.progress(f"prefix check: {winner.id} at {rate:g} req/s, with and without the "
                       "shared prefix")
+        # one server: the own prefixes of the unshared prompts match nothing the shared run
+        # left in its cache (each starts with its own number), nor the other way round
         with self.session(candidate) as probe:
+            unshared_run = probe(rate, prompts=unshared)
             shared_run = probe(rate)
-        with self.session(candidate, unshared) as probe:
-            unshared_run = probe(rate)
         return _effect(rate, shared_run.row, unshared_run.row, self.o.workload)
 
 
