@@ -163,6 +163,9 @@ def _optimization(p: DeployPlan) -> list[str]:
 def _tensorrt_accelerator(p: DeployPlan, gpu: OrtGpuSettings) -> list[str]:
     params = [("precision_mode", "FP16" if gpu.fp16 else "FP32",
                "manifest gpu.fp16 (TensorRT picks FP16 kernels)")]
+    if gpu.fp16:
+        params.append(("trt_layer_norm_fp32_fallback", "1",
+                       "as models/gpu.py opens it: a decomposed LayerNorm stays fp32"))
     if gpu.engine_cache:
         params += [("trt_engine_cache_enable", "1", "manifest gpu.engine_cache"),
                    ("trt_engine_cache_path", TRT_CACHE_PATH,

@@ -117,10 +117,10 @@ def fp16_gpu_reason(hw: HardwareInfo) -> str | None:
     found = capability(gpu)
     if found is None:
         return (f"GPU {gpu.name}: the driver did not report its compute capability, so FP16 "
-                f"tensor cores (compute {FP16_TENSOR_CORES:g}+) cannot be confirmed")
+                f"tensor cores (compute {FP16_TENSOR_CORES:.1f}+) cannot be confirmed")
     if found < FP16_TENSOR_CORES:
         return (f"GPU {gpu.name} (compute {gpu.compute_capability}) has no FP16 tensor cores "
-                f"(compute {FP16_TENSOR_CORES:g}+, Volta or later); FP16 would gain little")
+                f"(compute {FP16_TENSOR_CORES:.1f}+, Volta or later); FP16 would gain little")
     return None
 
 
@@ -151,6 +151,10 @@ def session_providers(settings: OrtGpuSettings, cache_dir: Path | None = None
         return [cuda, (CPU_PROVIDER, {})]
     trt: dict[str, str] = {"device_id": str(settings.device_id),
                            "trt_fp16_enable": str(settings.fp16)}
+    if settings.fp16:
+        # a LayerNorm exported as Pow + ReduceMean overflows in fp16 (the sum of squares of
+        # activations in the hundreds): TensorRT keeps that pattern in fp32 when asked
+        trt["trt_layer_norm_fp32_fallback"] = "True"
     if settings.engine_cache:
         folder = cache_dir or default_trt_cache_dir()
         trt |= {"trt_engine_cache_enable": "True", "trt_engine_cache_path": str(folder),
@@ -191,10 +195,12 @@ class OrtGpuRunner(OrtRunner):
     @classmethod
     def open_gpu(cls, path: str, settings: OrtGpuSettings, precision: str = "fp16",
                  available: Sequence[str] | None = None, stand_in_cpu: bool = False,
-                 session_factory: SessionFactory = ort_session, **session_args: Any
+                 session_factory: SessionFactory = ort_session,
+                 preload: Callable[[], None] | None = None, **session_args: Any
                  ) -> OrtGpuRunner:
         """A runner on a new session; ModelLoadError names a missing or failed provider.
-        ``stand_in_cpu``: open on the CPU provider instead (no device is used)."""
+        ``stand_in_cpu``: open on the CPU provider instead (no device is used). ``available``,
+        ``session_factory`` and ``preload`` are onnxruntime's own unless injected (tests)."""
         args = {"path": path, **session_args}
         if stand_in_cpu:
             session = session_factory(**args, providers=[CPU_PROVIDER])
@@ -203,7 +209,7 @@ class OrtGpuRunner(OrtRunner):
         reason = provider_reason(settings.provider, found)
         if reason is not None:
             raise ModelLoadError(f"{path}: {reason}")
-        _preload_cuda_libraries()
+        (preload or preload_cuda_libraries)()
         try:
             session = session_factory(**args, providers=session_providers(settings))
         except Exception as exc:  # onnxruntime raises untyped errors (a graph, a TRT build)
@@ -246,14 +252,18 @@ class OrtGpuRunner(OrtRunner):
         return np.asarray(binding.copy_outputs_to_cpu()[0])
 
 
-def _preload_cuda_libraries() -> None:
+def preload_cuda_libraries() -> None:
     """onnxruntime-gpu >= 1.19 can load CUDA and cuDNN from the nvidia-* pip packages (the ones
-    torch's CUDA wheels bring); older builds and the CPU build have no preload_dlls."""
+    torch's CUDA wheels bring). A library it cannot find is not an error here: the session's
+    provider check below names the failure."""
     import onnxruntime as ort
 
     preload = getattr(ort, "preload_dlls", None)
     if preload is not None:
-        preload()
+        try:
+            preload()
+        except OSError:
+            pass
 
 
 # ---------------------------------------------------------------------------- TensorRT shapes

@@ -67,7 +67,8 @@ def test_triton_runs_a_gpu_variant_on_gpu_instances(tmp_path: Path, provider: st
     assert trt.name == "tensorrt"
     # the policy batches up to 16 (export_run.POLICY): the profile's max batch is widened to it
     assert dict(trt.parameters) == {
-        "precision_mode": "FP16", "trt_engine_cache_enable": "1",
+        "precision_mode": "FP16", "trt_layer_norm_fp32_fallback": "1",
+        "trt_engine_cache_enable": "1",
         "trt_engine_cache_path": "/tmp/infertune-tensorrt",
         "trt_profile_min_shapes": "input_ids:1x1,attention_mask:1x1,token_type_ids:1x1",
         "trt_profile_opt_shapes": "input_ids:8x9,attention_mask:8x9,token_type_ids:8x9",

@@ -68,7 +68,8 @@ def test_session_providers_put_the_gpu_first_and_tensorrt_falls_back_to_cuda(
     plan = session_providers(OrtGpuSettings("tensorrt", profile=profile), cache_dir=tmp_path)
     assert [name for name, _ in plan] == ALL_GPU
     assert plan[0][1] == {
-        "device_id": "0", "trt_fp16_enable": "True", "trt_engine_cache_enable": "True",
+        "device_id": "0", "trt_fp16_enable": "True", "trt_layer_norm_fp32_fallback": "True",
+        "trt_engine_cache_enable": "True",
         "trt_engine_cache_path": str(tmp_path), "trt_timing_cache_enable": "True",
         "trt_timing_cache_path": str(tmp_path),
         "trt_profile_min_shapes": "input_ids:1x1,attention_mask:1x1",
