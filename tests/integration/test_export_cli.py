@@ -73,7 +73,7 @@ def test_kubernetes_export_equals_the_runs_slo_and_validates(run: Path, tmp_path
     assert promtool_check(out / "extras" / "alerts.yaml")
     served = yaml.safe_load(docs["configmap.yaml"]["data"]["serve.yaml"])
     assert ServePolicy.model_validate(served) == policy.model_copy(
-        update={"timeout_ms": max(targets.values())})
+        update={"timeout_ms": 10 * max(targets.values())})
 
 
 def test_kserve_and_json_output(run: Path, tmp_path: Path, capsys) -> None:

@@ -8,8 +8,9 @@ Given a run directory (a folder with report.json), it serves the recommended var
 read from report.json:
   report["recommendation"]["variant_id"]   folder name under <run>/variants/
   report["serving"]["policy"]              a ServePolicy dict (optional)
-When that policy sets no timeout_ms, the deadline defaults to the loosest latency target of
-the run's scenario.yaml SLO (a request older than that has missed the SLO anyway).
+When that policy sets no timeout_ms, the deadline defaults to ten times the loosest latency
+target of the run's scenario.yaml SLO (config.client_deadline_ms: it protects callers from
+answers too late to use; the SLO is judged on the answers).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from infertune.config import ServePolicy
+from infertune.config import ServePolicy, client_deadline_ms
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo, detect, int8_saturation_risk
 from infertune.models.variant import read_manifest
@@ -61,7 +62,7 @@ def resolve_target(ref: str) -> tuple[str, dict[str, Any]]:
 
         targets = load_scenario(path / "scenario.yaml").slo.targets()
         if targets:
-            policy["timeout_ms"] = max(targets.values())
+            policy["timeout_ms"] = client_deadline_ms(targets)
     return str(variant), policy
 
 

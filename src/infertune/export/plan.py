@@ -23,6 +23,7 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infertune.config import CLIENT_DEADLINE_FACTOR
 from infertune.errors import ConfigError
 from infertune.export.source import ExportSource
 from infertune.serve.alerts import AlertThresholds, Capacity
@@ -142,8 +143,9 @@ def _deadline(src: ExportSource) -> Sourced[float] | None:
     if not targets:
         return None
     name = max(targets, key=lambda k: targets[k])
-    return Sourced(targets[name], f"scenario.yaml slo.{name}_ms, the loosest target (serve's "
-                   "deadline when the policy sets no timeout_ms)")
+    return Sourced(CLIENT_DEADLINE_FACTOR * targets[name], f"{CLIENT_DEADLINE_FACTOR:g} x "
+                   f"scenario.yaml slo.{name}_ms, the loosest target (serve's deadline when "
+                   "the policy sets no timeout_ms)")
 
 
 def _queue_timeout(deadline: Sourced[float] | None,

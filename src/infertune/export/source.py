@@ -22,7 +22,14 @@ from typing import Literal
 import yaml
 from pydantic import ValidationError
 
-from infertune.config import SLO, Scenario, ServePolicy, TrafficFacts, load_scenario
+from infertune.config import (
+    SLO,
+    Scenario,
+    ServePolicy,
+    TrafficFacts,
+    client_deadline_ms,
+    load_scenario,
+)
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
 from infertune.models.variant import Manifest, read_manifest
@@ -60,9 +67,9 @@ class ExportSource:
 
     @property
     def deadline_ms(self) -> float | None:
-        """serve's deadline: the policy's timeout_ms, else the loosest SLO target."""
-        targets = self.slo.targets()
-        return self.policy.timeout_ms or (max(targets.values()) if targets else None)
+        """serve's deadline: the policy's timeout_ms, else config.client_deadline_ms (ten
+        times the loosest SLO target)."""
+        return self.policy.timeout_ms or client_deadline_ms(self.slo.targets())
 
 
 def read_source(path: str | Path, variant_id: str | None = None) -> ExportSource:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +39,11 @@ from infertune.models.base import Adapter
 from infertune.serve.batch_shape import BatchShape, PaddingCost
 from infertune.serve.metrics import ServeMetrics
 from infertune.serve.queue import RequestQueue, WorkItem
+
+# Batches per size bucket whose fastest is the admission floor: enough to hold the fast ones
+# between two bursts, few enough that a model turned slower (a throttled host) shows within
+# a second or two of traffic.
+FLOOR_WINDOW = 32
 
 
 class BatchFailed(Exception):
@@ -106,12 +112,14 @@ class Batcher:
         self._running: set[asyncio.Task[None]] = set()
         self._workers = workers
         self._busy = 0  # batches running now
-        # each running batch: (when it was dispatched, its expected seconds then)
-        self._since: list[tuple[float, float]] = []
+        # each running batch: (when it was dispatched, its expected seconds then, its inputs)
+        self._since: list[tuple[float, float, int]] = []
         self._service_s = 0.0  # EWMA of dispatch-to-answer seconds per batch
         self._full_s = 0.0  # the same, over batches of at least half the maximum size
         self._by_size: dict[int, float] = {}  # the same per size bucket (size_bucket)
         self._seeded: dict[int, float] = {}  # the warm-up's median per size bucket
+        # the fastest of each bucket's last FLOOR_WINDOW batches: what admission refuses on
+        self._recent: dict[int, deque[float]] = {}
         self.busy_s = 0.0  # model seconds summed over batches: the workers' busy time
 
     def service_estimate(self) -> float:
@@ -160,6 +168,36 @@ class Batcher:
                               _scaled_up(self._by_size, bucket)) if b is not None]
         return min(bounds) if bounds else self.batch_estimate()
 
+    def size_floor(self, inputs: int) -> float:
+        """Seconds a batch of ``inputs`` takes at the fastest its size bucket measured lately
+        (the last FLOOR_WINDOW real batches), else the fastest of a smaller bucket (a larger
+        batch is no faster), else the warm-up's figure for a smaller bucket, else 0: a lower
+        bound. Admission and the deadline timers refuse on it, so a request is refused only
+        when even the measured fastest service would miss its deadline; refusing on the EWMA
+        (a typical time) refused requests an admit-all replay answered in time."""
+        bucket = self.size_bucket(min(max(1, inputs), self.max_batch_size))
+        measured = [min(v) for b, v in self._recent.items() if b <= bucket and v]
+        if bucket in self._recent and self._recent[bucket]:
+            return min(self._recent[bucket])
+        if measured:
+            return max(measured)  # the nearest smaller bucket's floor is the tighter bound
+        seeded = [t for b, t in self._seeded.items() if b <= bucket]
+        return min(seeded) if seeded else 0.0
+
+    def wait_floor(self, inputs: int) -> float:
+        """A lower bound on the seconds until a request is answered with ``inputs`` queued
+        ahead of and including it: wait_estimate's sum with every batch at its size floor, a
+        running batch's remaining time at its floor, and no batching window (a batch closes
+        early when it fills or a worker is idle)."""
+        rounds = math.ceil(math.ceil(max(1, inputs) / self.max_batch_size) / self._workers)
+        floor = self.size_floor(min(max(1, inputs), self.max_batch_size))
+        first_free = 0.0
+        if self._busy >= self._workers:
+            now = self._clock()
+            first_free = min((max(0.0, self.size_floor(size) - (now - start))
+                              for start, _, size in self._since), default=0.0)
+        return first_free + rounds * floor
+
     def wait_estimate(self, inputs: int) -> float:
         """Seconds until a request is answered with ``inputs`` queued ahead of and including
         it: the batches they fill (each timed at its own size), spread over the workers, plus
@@ -173,7 +211,7 @@ class Batcher:
             # (a batch about to finish is not counted as a whole new one)
             now = self._clock()
             first_free = min((max(0.0, expected - (now - start))
-                              for start, expected in self._since), default=estimate)
+                              for start, expected, _ in self._since), default=estimate)
         return first_free + rounds * estimate + self.max_wait_s
 
     def can_start_now(self) -> bool:
@@ -231,7 +269,7 @@ class Batcher:
         start = self._clock()
         self._busy += 1
         inputs = [x for item in batch for x in item.inputs]
-        running = (start, self.size_estimate(len(inputs)))
+        running = (start, self.size_estimate(len(inputs)), len(inputs))
         self._since.append(running)
         for item in batch:
             item.dispatched_at = start
@@ -307,6 +345,7 @@ class Batcher:
         self._service_s = _ewma(self._service_s, seconds)
         bucket = self.size_bucket(size)
         self._by_size[bucket] = _ewma(self._by_size.get(bucket, 0.0), seconds)
+        self._recent.setdefault(bucket, deque(maxlen=FLOOR_WINDOW)).append(seconds)
         if 2 * size >= self.max_batch_size:
             self._full_s = _ewma(self._full_s, seconds)
 

@@ -5,12 +5,14 @@ Rules, in the order a request meets them:
 - A full queue answers at once: a new request displaces the newest queued request of a
   strictly lower priority (low is shed first), or, when none is lower, is itself refused with
   429 and a Retry-After estimate.
-- A request with a deadline that the queue ahead of it already makes impossible (the wait
-  estimate for the inputs queued at its priority or above, plus its own batch) is shed at once
-  with 503: under overload the excess is refused immediately instead of queueing to time out.
+- A request with a deadline that the queue ahead of it already makes impossible (a lower bound
+  on the wait for the inputs queued at its priority or above, plus its own batch, from the
+  fastest service times measured lately) is shed at once with 503: under overload the excess
+  is refused immediately instead of queueing to time out, and nothing that could still be
+  answered in time is.
 - Every queued request with a deadline carries its own timer (``loop.call_later``), set to fire
-  when the deadline can no longer be met (deadline minus the service-time estimate of the batch
-  it would join: the inputs queued at its priority or above, its own included).
+  when the deadline can no longer be met (deadline minus the service floor of the batch it
+  would join: the inputs queued at its priority or above, its own included).
   It sheds the request with 503 even while no batch is forming, so a stalled model never turns
   queued requests into late answers.
 - ``take_first`` serves the highest priority, oldest first; ``take_matching`` fills a forming
@@ -82,11 +84,14 @@ class RequestQueue:
     """Bounded, three-class priority queue with per-request deadline timers.
 
     ``service_estimate(n)`` returns the current expected seconds from dispatch to answer for
-    a batch of ``n`` inputs; the deadline timers use it to shed a request as soon as its
-    deadline cannot be met.
-    ``wait_estimate(n)`` (optional) returns the expected seconds from now until a request is
-    answered when ``n`` inputs (its own included) are queued at its priority or above; a
-    request whose deadline is nearer than that is refused at admission.
+    a batch of ``n`` inputs (Retry-After uses it). ``service_floor(n)`` (default: the
+    estimate) is the fastest such batch measured lately; the deadline timers use it to shed a
+    request once even that would answer it after its deadline.
+    ``wait_estimate(n)`` (optional) returns a lower bound on the seconds from now until a
+    request is answered when ``n`` inputs (its own included) are queued at its priority or
+    above (the runtime passes the batcher's wait_floor); a request whose deadline is nearer
+    than that is refused at admission. Only what would miss is refused: a refusal on a
+    typical time refuses requests that a replay admitting everything answers in time.
 
     ``can_start_now()`` (optional) says whether a worker is free. A request that finds the
     queue empty and a worker free is never refused on the estimates: nothing is ahead of it,
@@ -100,8 +105,10 @@ class RequestQueue:
                  on_shed: Callable[[ShedReason], None] = lambda reason: None,
                  on_depth: Callable[[int], None] = lambda depth: None,
                  wait_estimate: Callable[[int], float] | None = None,
-                 can_start_now: Callable[[], bool] = lambda: False) -> None:
+                 can_start_now: Callable[[], bool] = lambda: False,
+                 service_floor: Callable[[int], float] | None = None) -> None:
         self.max_size = max_size
+        self._service_floor = service_floor or service_estimate
         self._can_start_now = can_start_now
         self._clock = clock
         self._service_estimate = service_estimate
@@ -237,10 +244,11 @@ class RequestQueue:
         return item.deadline - self._clock() - self._batch_service(item)
 
     def _batch_service(self, item: WorkItem) -> float:
-        """The service estimate of the batch ``item`` would join: the inputs queued at its
+        """The service floor of the batch ``item`` would join: the inputs queued at its
         priority or above and its own (called while ``item`` is not in the queue: before it
-        is added, or after its timer removed it)."""
-        return self._service_estimate(self.inputs_ahead(item.priority) + len(item.inputs))
+        is added, or after its timer removed it). A floor, not the typical time: a request is
+        shed only once even the fastest measured batch would answer it late."""
+        return self._service_floor(self.inputs_ahead(item.priority) + len(item.inputs))
 
     def _expire(self, item: WorkItem) -> None:
         item.timer = None

@@ -145,7 +145,9 @@ class ServeRuntime:
             service_estimate=lambda n: self.batcher.size_estimate(n) if self.batcher else 0.0,
             on_shed=lambda reason: m.shed.labels(reason=reason.value).inc(),
             on_depth=m.queue_depth.set,
-            wait_estimate=lambda n: self.batcher.wait_estimate(n) if self.batcher else 0.0,
+            # refuse only on lower bounds: what the fastest measured service would still miss
+            wait_estimate=lambda n: self.batcher.wait_floor(n) if self.batcher else 0.0,
+            service_floor=lambda n: self.batcher.size_floor(n) if self.batcher else 0.0,
             can_start_now=lambda: self.batcher.can_start_now() if self.batcher else False)
         self.batcher = Batcher(self.adapter, self.queue, max_batch_size=self.policy.max_batch_size,
                                max_wait_s=self.policy.max_wait_ms / 1000,

@@ -34,7 +34,7 @@ def test_run_folder_deadline_defaults_to_the_scenario_slo(tmp_path: Path) -> Non
     run = _run_folder(tmp_path, {"recommendation": {"variant_id": "onnx-int8"},
                                  "serving": {"policy": {"max_batch_size": 4}}})
     (run / "scenario.yaml").write_text("slo: {p95_ms: 15, p99_ms: 30}\n")
-    assert resolve_target(str(run))[1] == {"max_batch_size": 4, "timeout_ms": 30.0}
+    assert resolve_target(str(run))[1] == {"max_batch_size": 4, "timeout_ms": 300.0}
     explicit = _run_folder(tmp_path / "x", {"recommendation": {"variant_id": "onnx-int8"},
                                             "serving": {"policy": {"timeout_ms": 50}}})
     (explicit / "scenario.yaml").write_text("slo: {p99_ms: 30}\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_the_wait_is_timed_by_the_batches_the_queue_holds_not_by_full_ones() -> 
         # both workers busy, one dispatched 1 ms ago as a batch of 1: a request behind two
         # queued ones waits for what is left of it, then a batch of 3 (bucket 4), + the window
         batcher._busy = 2
-        batcher._since = [(clock.now - 0.001, 0.005), (clock.now - 0.002, 0.070)]
+        batcher._since = [(clock.now - 0.001, 0.005, 1), (clock.now - 0.002, 0.070, 16)]
         assert batcher.wait_estimate(3) == pytest.approx(0.004 + 0.018 + 0.002)
         # what real batches measure replaces the warm-up's figure for their bucket
         for _ in range(30):
@@ -200,6 +201,7 @@ def test_an_idle_server_admits_a_request_whatever_its_stale_estimate_says() -> N
         runtime.batcher._busy = 1
         runtime.batcher._full_s = runtime.batcher._service_s = 0.105
         runtime.batcher._by_size = {1: 0.105}
+        runtime.batcher._recent = {1: deque([0.105])}  # the fastest lately: 105 ms
         with pytest.raises(Rejected) as refused:
             runtime.queue.put(_item(deadline=time.monotonic() + 0.030))
         assert refused.value.status == 503
@@ -217,7 +219,7 @@ def test_a_running_batch_counts_only_what_is_left_of_its_estimate() -> None:
                           workers=1, clock=clock, metrics=ServeMetrics())
         batcher.seed_estimate(0.010)
         assert batcher.wait_estimate(1) == pytest.approx(0.010)  # a worker is free
-        batcher._busy, batcher._since = 1, [(clock.now - 0.004, 0.010)]  # dispatched 4 ms ago
+        batcher._busy, batcher._since = 1, [(clock.now - 0.004, 0.010, 1)]  # dispatched 4 ms ago
         assert batcher.wait_estimate(1) == pytest.approx(0.016)  # 6 ms left + its own 10
         clock.now += 0.050  # running past its estimate: expected to free the worker now
         assert batcher.wait_estimate(2) == pytest.approx(0.020)
