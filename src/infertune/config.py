@@ -8,6 +8,7 @@ field, the value and what is allowed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -285,9 +286,11 @@ class ServePolicy(_Strict):
     cascade_metric: Literal["probability", "margin"] = "probability"
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_scenario(path: str | Path,
+                  prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Scenario:
     """Read and validate a scenario YAML file; a relative trace path is resolved against the
-    scenario file's folder and must exist."""
+    scenario file's folder and must exist. ``prepare`` rewrites the parsed mapping before it
+    is validated (advise reads vague numbers with it: report/vague.py)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"scenario file {path} not found; pass the path of a YAML file")
@@ -301,6 +304,8 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError(f"{path}: not valid YAML{where}; check the indentation") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of the eight facts")
+    if prepare is not None:
+        data = prepare(data)
     scenario = Scenario.from_dict(data, source=str(path))
     trace = scenario.traffic.trace
     if trace is not None:

@@ -28,11 +28,13 @@ def register(app: typer.Typer) -> None:
         from infertune.config import load_scenario
         from infertune.report.advisor import advise
         from infertune.report.render import FORMATS, render
+        from infertune.report.vague import VagueReadings
 
         if fmt not in FORMATS:
             raise ConfigError(f"--format {fmt!r} is not supported; use one of "
                               f"{', '.join(FORMATS)}")
-        sc = load_scenario(scenario)
+        readings = VagueReadings()  # "50ms", "about 50", "~20", "spiky at lunch"
+        sc = load_scenario(scenario, prepare=readings.read)
         if interactive:
             from infertune.report.interview import interview
 
@@ -49,6 +51,9 @@ def register(app: typer.Typer) -> None:
                        err=True)
 
             report = add_measurements(report, sc, measure, check=check_variants)
+        if readings.assumptions:  # each vague value, as read, is an assumption of the advice
+            report = report.model_copy(
+                update={"assumptions": readings.assumptions + report.assumptions})
         text = render(report, fmt)
         if out is None:
             typer.echo(text, nl=False)

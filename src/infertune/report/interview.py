@@ -15,6 +15,7 @@ from infertune.config import Family, Framework, Pattern, Scenario, Target, Task
 from infertune.errors import ConfigError
 from infertune.report.generation import generation_gaps
 from infertune.report.knowledge import HardwareCatalogue
+from infertune.report.vague import NUMBER_FIELDS, read_number
 
 Ask = Callable[[str], str]
 Say = Callable[[str], None]
@@ -103,11 +104,15 @@ def _ask_one(q: Question, data: dict[str, Any], ask: Ask, say: Say,
         answer = ask(q.prompt()).strip()
         if not answer:
             return data
-        try:
-            value: Any = float(answer) if q.number else answer
-        except ValueError:
-            say(f"{answer!r} is not a number; e.g. {q.example}")
-            continue
+        value: Any = answer
+        if q.number:  # "50ms", "about 50", "~20 req/s": read as scenario files are
+            reading = read_number(answer, NUMBER_FIELDS.get(q.path, "count"))
+            if reading is None:
+                say(f"{answer!r} is not a number; e.g. {q.example}")
+                continue
+            value = reading.value
+            if reading.how:
+                say(f"read {answer!r} as {value:g} ({reading.how})")
         if q.number and value == int(value) and q.path[-1] in WHOLE_NUMBERS:
             value = int(value)
         trial = copy.deepcopy(data)
