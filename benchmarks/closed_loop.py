@@ -172,7 +172,9 @@ def closed_loop(run: Path, seconds: float) -> str:
               "share answered when every SLO percentile held and <= 1% shed, else 0",
               flush=True)
         for label, rate in (("mean", mean), ("peak", peak)):
-            val, got = drive(port, scenario, rate, segment_s, repeats, inputs, seed=seed)
+            # since session 9 each rate's segment is sized on its own (optimize/sizing.py)
+            seg_s = (confirmation.get("seconds_at") or {}).get(label, segment_s)
+            val, got = drive(port, scenario, rate, seg_s, repeats, inputs, seed=seed)
             point = report_point(report, label)
             claimed = _value(point, "goodput")
             theirs = _value(point, "measured", tail)

@@ -96,7 +96,7 @@ def _slo_check(r: Report) -> list[str]:
         return []
     rows = []
     for p in c.points:
-        meets = {True: "yes", False: "no", None: "unknown"}[p.meets_slo]
+        meets = p.verdict or {True: "yes", False: "no", None: "unknown"}[p.meets_slo]
         rows.append(f"<tr><td>{escape(p.label)}</td><td>{_fig(p.offered)}</td>"
                     f"<td>{_fig(p.achieved)}</td>{_pct_cells(p.measured)}"
                     f"{_pct_cells(p.predicted)}<td>{_fig(p.shed)}</td><td>{meets}</td>"
