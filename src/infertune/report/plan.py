@@ -16,6 +16,15 @@ GUARDRAILS: tuple[str, ...] = (
 )
 
 
+# Where advice alone cannot settle it, the command that measures it on the user's own model.
+MEASURE_WITH = {
+    "reranking": (
+        "`infertune optimize ./your-cross-encoder --scenario SCENARIO --data pairs.jsonl`: it "
+        "reads the checkpoint as a reranker, takes rows {query, passage, label} and judges "
+        "every variant by NDCG@10 per query with a confidence interval"),
+}
+
+
 def guardrails() -> list[str]:
     return list(GUARDRAILS)
 
@@ -63,6 +72,7 @@ def measurement_plan(task: str | None, quality_metric: str | None) -> Measuremen
         logs.insert(3, "time to first token and per output token")
     metric = quality_metric or "task quality metric"
     return MeasurementPlan(
+        measure_with=MEASURE_WITH.get(task or ""),
         log_per_stage=logs,
         compare_variants=(
             "on the same target hardware, warmed up, in randomised interleaved trials at the real "

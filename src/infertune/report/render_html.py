@@ -85,7 +85,8 @@ def _summary(r: Report) -> list[str]:
     out.append("<h3>Measurement plan</h3>" + _ul([
         "Log per stage: " + "; ".join(mp.log_per_stage) + ".",
         f"Compare variants {mp.compare_variants}",
-        f"To catch quality loss or drift, {mp.quality_and_drift}"]))
+        f"To catch quality loss or drift, {mp.quality_and_drift}",
+        *([f"Measure it with {mp.measure_with}."] if mp.measure_with else [])]))
     out.append("<h3>Guardrails</h3>" + _ul(r.guardrails))
     return out
 
