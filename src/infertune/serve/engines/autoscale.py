@@ -14,7 +14,23 @@ The rules (each Derivation's ``reasoning`` repeats them with the numbers filled 
   queueing beyond the SLO budget: scale up. With a per-replica goodput G below X (a measured G,
   unlike the curve, includes HTTP and batching overheads), L = G W(b*).
 - **max_ongoing_requests** = 2 x target: headroom for a burst to form full batches while a new
-  replica starts; requests beyond it wait in Ray's router, where the autoscaler still counts them.
+  replica starts. A replica holds no more than that; the rest waits in Ray's router.
+- **deadline** D: the policy's timeout_ms, else the serving runtime's default deadline
+  max(50 ms, max_wait + 3 S(full batch)) (serve/runtime.py) with S measured.
+- **max_queued_requests** (the bound on Ray's router queue, per proxy) = floor(n0 X (D - H) /
+  proxies): a request in the router starts to be served only once the replicas take it, at
+  n0 X requests per second with n0 the warm pool (the replicas sure to run) and X the replica
+  capacity, and then spends up to H = max_wait + max_ongoing / X inside its replica. A longer
+  queue would be answered after D; the excess gets Ray's backpressure answer (503 with
+  Retry-After) at once, as the local engine refuses it. Each replica's own admission still
+  refuses a request its queue would make late. More replicas drain the queue faster, so the
+  bound sized at n0 errs on the side of refusing.
+- **backpressure_retry_after_s** = the time the full router queues take to drain at n0 X
+  (Ray rounds Retry-After up to whole seconds).
+- **graceful_shutdown_timeout_s** = D + S(full batch), at least Ray's default 20 s: the longest
+  an accepted request takes (its deadline, then one batch time of grace after which the
+  runtime answers 503), so a replica stopped by SIGTERM or a downscale answers everything it
+  accepted.
 - **look_back_period_s** = the replica cold start C (clamped to 2..30 s, and at least five
   metric pushes): a fluctuation shorter than a replica takes to start cannot be served by a new
   replica, so it is averaged away. The push interval is the cluster's (Ray's default 10 s; the
@@ -26,10 +42,11 @@ The rules (each Derivation's ``reasoning`` repeats them with the numbers filled 
 - **min_replicas** (the warm pool) = ceil(rate reachable before a new replica serves / replica
   capacity). A new replica serves after react = upscale delay + look-back / 2 + C; the rate can
   reach min(peak, mean + ramp x react) by then, and the peak at once for a step (bursty, spiky,
-  trace, or no ramp given).
-- **max_replicas** = ceil(peak / replica capacity), at least min_replicas, cut to what the cost
-  ceiling allows at the peak (n <= 3.6 x peak x ceiling_per_1k / cost_per_hour) and to what the
-  cluster's CPUs hold; without a peak rate, what the cluster holds.
+  trace, or no ramp given). The forecast sets only this.
+- **max_replicas** = what the cluster's CPUs hold, cut to what the cost ceiling pays for at the
+  forecast peak (n <= 3.6 x peak x ceiling_per_1k / cost_per_hour): autoscaling is for the
+  traffic nobody forecast, so the forecast does not cap it. Only when neither the cluster nor
+  a cost ceiling is known is it what the forecast peak needs (with a warning).
 
 Replica capacity is the measured per-replica goodput when given, else X at b* from the service
 curve (an estimate: an upper bound that ignores the batching window and HTTP overhead).
@@ -41,10 +58,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
+from infertune.serve.runtime import DEFAULT_BOUND_BATCHES, DEFAULT_BOUND_FLOOR_S
+
 STEP_PATTERNS = frozenset({"bursty", "spiky", "trace"})
 LOOK_BACK_BOUNDS_S = (2.0, 30.0)
 DOWNSCALE_UPSCALE_RATIO = 5.0
 RAY_PUSH_INTERVAL_S = 10.0  # Ray Serve 2.60's default metric push interval
+RAY_GRACEFUL_SHUTDOWN_S = 20.0  # Ray Serve 2.60's default graceful_shutdown_timeout_s
 
 
 @dataclass(frozen=True)
@@ -60,12 +80,22 @@ class ReplicaFacts:
     inputs_per_request: float = 1.0
     goodput_rps: float | None = None  # measured per-replica goodput within the SLO
     goodput_source: str = ""
+    timeout_ms: float | None = None  # the policy's default deadline; None: the runtime's bound
 
     def __post_init__(self) -> None:
         if not self.service_ms or any(b < 1 or ms <= 0 for b, ms in self.service_ms.items()):
             raise ValueError("service_ms needs at least one (batch >= 1, ms > 0) point")
         if self.cold_start_s < 0 or self.max_batch_size < 1 or self.inputs_per_request <= 0:
             raise ValueError("cold_start_s >= 0, max_batch_size >= 1, inputs_per_request > 0")
+        if self.timeout_ms is not None and not self.timeout_ms > 0:
+            raise ValueError(f"timeout_ms must be > 0 or None, got {self.timeout_ms}")
+
+    def full_batch(self) -> tuple[int, float]:
+        """(batch, ms): the smallest measured batch holding max_batch_size inputs, else the
+        largest measured (the runtime's deadline is sized by its full batch)."""
+        holding = [b for b in self.service_ms if b >= self.max_batch_size]
+        batch = min(holding) if holding else max(self.service_ms)
+        return batch, self.service_ms[batch]
 
 
 @dataclass(frozen=True)
@@ -88,6 +118,11 @@ class Limits:
     cluster_cpus: float | None = None
     cost_per_hour_usd: float | None = None  # one replica
     cost_ceiling_usd_per_1k: float | None = None
+    proxies: int = 1  # Ray's HTTP proxies (one per node): each queues up to max_queued_requests
+
+    def __post_init__(self) -> None:
+        if not self.cpus_per_replica > 0 or self.proxies < 1:
+            raise ValueError("cpus_per_replica must be > 0 and proxies >= 1")
 
 
 @dataclass(frozen=True)
@@ -117,6 +152,15 @@ class RayAutoscaling(TypedDict):
     downscale_delay_s: float
 
 
+class RayDeploymentOptions(TypedDict):
+    """The keys of ``serve.deployment`` beside ``autoscaling_config`` this plan sets."""
+
+    max_ongoing_requests: int
+    max_queued_requests: int
+    backpressure_retry_after_s: float
+    graceful_shutdown_timeout_s: float
+
+
 @dataclass
 class AutoscalePlan:
     target_ongoing_requests: Derivation
@@ -128,6 +172,10 @@ class AutoscalePlan:
     upscale_delay_s: Derivation
     downscale_delay_s: Derivation
     replica_capacity_rps: Derivation
+    deadline_s: Derivation
+    max_queued_requests: Derivation
+    backpressure_retry_after_s: Derivation
+    graceful_shutdown_timeout_s: Derivation
     warnings: list[str] = field(default_factory=list)
 
     def derivations(self) -> dict[str, Derivation]:
@@ -144,6 +192,13 @@ class AutoscalePlan:
             upscale_delay_s=self.upscale_delay_s.value,
             downscale_delay_s=self.downscale_delay_s.value)
 
+    def ray_deployment(self) -> RayDeploymentOptions:
+        return RayDeploymentOptions(
+            max_ongoing_requests=int(self.max_ongoing_requests.value),
+            max_queued_requests=int(self.max_queued_requests.value),
+            backpressure_retry_after_s=self.backpressure_retry_after_s.value,
+            graceful_shutdown_timeout_s=self.graceful_shutdown_timeout_s.value)
+
     def lines(self) -> list[str]:
         """One line per derived number, for a person to read."""
         out = [f"{name} = {_num(d.value)} {d.unit}: {d.reasoning}"
@@ -152,7 +207,8 @@ class AutoscalePlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {**{k: d.to_dict() for k, d in self.derivations().items()},
-                "warnings": list(self.warnings), "ray_autoscaling_config": self.ray_autoscaling()}
+                "warnings": list(self.warnings), "ray_autoscaling_config": self.ray_autoscaling(),
+                "ray_deployment_options": self.ray_deployment()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AutoscalePlan:
@@ -226,7 +282,8 @@ def derive_plan(facts: ReplicaFacts, demand: Demand | None = None,
                         reasoning + (" (raised to 1)" if held < 1 else ""))
     max_ongoing = Derivation(float(max(2, math.ceil(2 * target.value))), "requests per replica", (
         f"2 x target {target.value:g}: headroom for a burst to fill batches while a new replica "
-        "starts; the excess waits in Ray's router, where the autoscaler still counts it"))
+        "starts; the excess waits in Ray's router (bounded by max_queued_requests), where the "
+        "autoscaler still counts it"))
     capacity = _capacity(facts, point, requests_per_s)
     c = facts.cold_start_s
     look_lo, look_hi = LOOK_BACK_BOUNDS_S
@@ -255,8 +312,75 @@ def derive_plan(facts: ReplicaFacts, demand: Demand | None = None,
     if max_r.value < min_r.value:
         min_r = Derivation(max_r.value, "replicas",
                            f"{min_r.reasoning}; cut to max_replicas {max_r.value:g}")
+    deadline = _deadline(facts)
+    queued, retry, queue_warn = _router_queue(facts, deadline.value, max_ongoing.value,
+                                              capacity.value, int(min_r.value), limits.proxies)
     return AutoscalePlan(target, max_ongoing, min_r, max_r, look_back, push, up, down, capacity,
-                         warnings + max_warn)
+                         deadline, queued, retry, _graceful(facts, deadline.value),
+                         warnings + max_warn + queue_warn)
+
+
+def _deadline(facts: ReplicaFacts) -> Derivation:
+    if facts.timeout_ms is not None:
+        return Derivation(round(facts.timeout_ms / 1000, 4), "s", (
+            f"the policy's timeout_ms {facts.timeout_ms:g}: the deadline of a request that names "
+            "none (a request's own timeout_ms replaces it)"))
+    batch, ms = facts.full_batch()
+    bound = max(DEFAULT_BOUND_FLOOR_S,
+                facts.max_wait_ms / 1000 + DEFAULT_BOUND_BATCHES * ms / 1000)
+    return Derivation(round(bound, 4), "s", (
+        f"no timeout_ms in the policy: the serving runtime's default deadline max("
+        f"{DEFAULT_BOUND_FLOOR_S * 1000:g} ms, max_wait {facts.max_wait_ms:g} + "
+        f"{DEFAULT_BOUND_BATCHES} x S({batch}) {ms:.3g} ms) ({facts.service_source}); a "
+        "request's own timeout_ms replaces it"))
+
+
+def _router_queue(facts: ReplicaFacts, deadline_s: float, max_ongoing: float, capacity: float,
+                  warm: int, proxies: int) -> tuple[Derivation, Derivation, list[str]]:
+    """max_queued_requests and the Retry-After of Ray's refusals (see the module rules)."""
+    hold = facts.max_wait_ms / 1000 + max_ongoing / capacity
+    drain = warm * capacity
+    budget = deadline_s - hold
+    exact = drain * budget / proxies
+    bound = math.floor(exact + 1e-9)
+    per = f" / {proxies} proxies" if proxies > 1 else ""
+    reasoning = (
+        f"floor(warm pool {warm} x {capacity:.3g} req/s per replica x (deadline {deadline_s:g} "
+        f"s - {hold:.3g} s a request spends in its replica: max_wait {facts.max_wait_ms:g} ms + "
+        f"max_ongoing {max_ongoing:g} / {capacity:.3g} req/s){per}) = {max(exact, 0.0):.3g}: "
+        "a longer router queue would be answered after the deadline, so Ray refuses the excess "
+        "at once with 503 (per proxy; more replicas drain it faster, so this errs on the side "
+        "of refusing)")
+    warnings: list[str] = []
+    if bound < 1:
+        bound = 1
+        reasoning += "; raised to 1, Ray's smallest bound"
+        warnings.append(
+            f"the deadline {deadline_s:g} s leaves no time to wait in Ray's router beyond the "
+            f"{hold:.3g} s a replica's own {max_ongoing:g} requests take: max_queued_requests "
+            "is 1 and each replica's admission refuses what would be late — raise timeout_ms "
+            "or lower max_wait_ms")
+    drain_s = round(bound * proxies / drain, 3)
+    retry = Derivation(drain_s, "s", (
+        f"the full router queue{'s' if proxies > 1 else ''} ({bound} x {proxies}) drain at "
+        f"{warm} x {capacity:.3g} req/s in {drain_s:g} s; Ray's Retry-After header rounds it up "
+        "to whole seconds"))
+    return Derivation(float(bound), "requests per proxy", reasoning), retry, warnings
+
+
+def _graceful(facts: ReplicaFacts, deadline_s: float) -> Derivation:
+    batch, ms = facts.full_batch()
+    longest = round(deadline_s + ms / 1000, 3)
+    why = (f"deadline {deadline_s:g} s + one batch time S({batch}) {ms:.3g} ms = {longest:g} s "
+           "is the longest an accepted request takes (past its deadline the runtime answers 503 "
+           "after one batch time of grace), so a replica that stops answers everything it "
+           "accepted")
+    if longest <= RAY_GRACEFUL_SHUTDOWN_S:
+        # a stopping replica leaves as soon as it holds nothing (Ray checks every
+        # graceful_shutdown_wait_loop_s), so the longer bound costs nothing when all is well
+        return Derivation(RAY_GRACEFUL_SHUTDOWN_S, "s", (
+            f"Ray's default {RAY_GRACEFUL_SHUTDOWN_S:g} s, kept: {why} within it"))
+    return Derivation(longest, "s", why)
 
 
 def _capacity(facts: ReplicaFacts, point: _Point, requests_per_s: float) -> Derivation:
@@ -298,21 +422,16 @@ def _warm_pool(demand: Demand, capacity: float, react: float, up: float, look: f
 
 def _max_replicas(demand: Demand, limits: Limits, capacity: float,
                   min_r: int) -> tuple[Derivation, list[str]]:
+    """What the cluster holds and the cost ceiling pays for; the forecast only when neither
+    is known (see the module rules)."""
     parts: list[str] = []
+    caps: list[int] = []
     warnings: list[str] = []
-    cluster = (math.floor(limits.cluster_cpus / limits.cpus_per_replica + 1e-9)
-               if limits.cluster_cpus is not None else None)
-    if demand.peak_rps is not None:
-        need = max(min_r, math.ceil(demand.peak_rps / capacity - 1e-9))
-        parts.append(f"peak {demand.peak_rps:g} req/s / {capacity:.3g} req/s per replica -> "
-                     f"{need} (at least the warm pool {min_r})")
-    elif cluster is not None:
-        need = max(min_r, cluster)
-        parts.append(f"no peak rate given: as many as the cluster holds, {need}")
-    else:
-        need = min_r
-        parts.append(f"no peak rate or cluster size given: the warm pool, {need}")
-    value = need
+    if limits.cluster_cpus is not None:
+        cluster = math.floor(limits.cluster_cpus / limits.cpus_per_replica + 1e-9)
+        parts.append(f"the cluster's {limits.cluster_cpus:g} CPUs hold {cluster} replicas of "
+                     f"{limits.cpus_per_replica:g} CPU")
+        caps.append(cluster)
     if (limits.cost_ceiling_usd_per_1k is not None and limits.cost_per_hour_usd
             and demand.peak_rps is not None):
         afford = math.floor(3.6 * demand.peak_rps * limits.cost_ceiling_usd_per_1k
@@ -320,19 +439,36 @@ def _max_replicas(demand: Demand, limits: Limits, capacity: float,
         parts.append(f"the cost ceiling ${limits.cost_ceiling_usd_per_1k:g} per 1,000 requests "
                      f"at ${limits.cost_per_hour_usd:g}/h per replica pays for 3.6 x "
                      f"{demand.peak_rps:g} x {limits.cost_ceiling_usd_per_1k:g} / "
-                     f"{limits.cost_per_hour_usd:g} = {afford} at the peak")
-        if afford < value:
-            warnings.append(f"the cost ceiling allows {afford} replica(s) but the peak needs "
-                            f"{value}; the peak will miss the SLO — raise the ceiling or make "
-                            "each replica faster")
-            value = max(1, afford)
-    if cluster is not None and demand.peak_rps is not None:
-        parts.append(f"the cluster's {limits.cluster_cpus:g} CPUs hold {cluster} replicas of "
-                     f"{limits.cpus_per_replica:g} CPU")
-        if cluster < value:
-            warnings.append(f"the cluster holds {cluster} replica(s) but {value} are wanted; "
-                            "add nodes (--ray-address) or fewer CPUs per replica")
-            value = max(1, cluster)
+                     f"{limits.cost_per_hour_usd:g} = {afford} at the forecast peak (more when "
+                     "the traffic is higher)")
+        caps.append(afford)
+    need = (max(1, math.ceil(demand.peak_rps / capacity - 1e-9))
+            if demand.peak_rps is not None else None)
+    if caps:
+        value = max(1, min(caps))
+        if len(caps) > 1:
+            parts.append(f"the smaller, {value}")
+        if need is not None:
+            parts.append(f"the forecast peak {demand.peak_rps:g} req/s / {capacity:.3g} req/s "
+                         f"per replica needs {need}, which sets only the warm pool: the "
+                         "replicas past it are for traffic nobody forecast")
+            if need > value:
+                why = ("the cluster holds" if limits.cluster_cpus is not None
+                       and value == caps[0] else "the cost ceiling pays for")
+                warnings.append(f"the forecast peak needs {need} replicas but {why} {value}; "
+                                "the peak will miss the SLO — add nodes (--ray-address), raise "
+                                "the ceiling or make each replica faster")
+    elif need is not None:
+        value = max(min_r, need)
+        parts.append(f"no cluster size or cost ceiling known: what the forecast peak "
+                     f"{demand.peak_rps:g} req/s / {capacity:.3g} req/s per replica needs, "
+                     f"{value} (at least the warm pool {min_r})")
+        warnings.append(f"max_replicas is the forecast peak's {value}: traffic above the "
+                        "forecast gets no more replicas; give the cluster size or a cost "
+                        "ceiling (serve --engine ray measures the cluster)")
+    else:
+        value = min_r
+        parts.append(f"no peak rate, cluster size or cost ceiling given: the warm pool, {value}")
     if value < min_r:
         warnings.append(f"max_replicas {value} is below the warm pool {min_r}; the warm pool is "
                         f"cut to {value}")

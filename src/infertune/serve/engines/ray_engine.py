@@ -10,13 +10,20 @@ default, with short autoscaling metric pushes; see EMBEDDED_PUSH_INTERVAL_S); (2
 replica and time it from deploy to healthy (healthy = warmed up: the replica's cold start on
 this cluster); (3) time whole requests per batch size on that replica; (4) derive the plan
 (autoscale.derive_plan) from those measurements and the run's scenario, print and save it;
-(5) apply it to the running deployment.
+(5) apply it to the running deployment: the autoscaling config, and the bound on Ray's router
+queue (max_queued_requests, whose excess Ray answers 503 with Retry-After at once).
+
+Stopping (SIGTERM/SIGINT): every replica first refuses new predictions (503, as a local engine
+that is shutting down) and answers the ones it accepted (``InfertuneReplica.drain``); only then
+does Serve go, since Serve's own shutdown kills its HTTP proxy at once, cutting every request
+still in flight through it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import threading
@@ -29,6 +36,7 @@ from typing import Any
 
 import ray
 from ray import serve
+from ray.serve.config import BackpressureConfig
 
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError, InternalError
@@ -38,11 +46,13 @@ from infertune.serve.engines.autoscale import (
     AutoscalePlan,
     Demand,
     Limits,
+    RayDeploymentOptions,
     ReplicaFacts,
     derive_plan,
 )
 from infertune.serve.engines.replica import InfertuneReplica, ModelApp, ReplicaApp
 from infertune.serve.engines.run_facts import RunFacts, Sourced, read_run
+from infertune.serve.engines.shed_policy import POLICY_PATH
 
 # One node: a push is a small local RPC, so twice a second costs nothing measurable and lets
 # the autoscaler see a queue within a second instead of Ray's default 10 s.
@@ -52,6 +62,8 @@ PUSH_ENV = ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
 DEPLOYMENT = "infertune"
 MEASURE_REPEATS = 5
 MEASURE_SECONDS = 0.3  # per batch size
+DRAIN_MARGIN_S = 5.0  # on top of the replicas' own drain bound: the broadcast's round trips
+log = logging.getLogger("infertune.serve.engines.ray")
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,7 @@ class Measured:
     cold_start_s: float
     service_ms: dict[int, float]
     cluster_cpus: float
+    nodes: int = 1  # alive nodes: each runs one of Ray's HTTP proxies
 
 
 class RayEngine:
@@ -110,6 +123,9 @@ class RayEngine:
         self._save(plan, self.measured)
         for line in plan.lines():
             self.echo(line)
+        self.echo(f"autoscaling policy = {POLICY_PATH}: Ray's queue-length rule (ongoing / "
+                  "target), raised to n / (1 - r) while the n replicas refuse a share r of the "
+                  "requests reaching them (an overload that is shed does not grow the queue)")
         pinned = self.options.min_replicas
         if pinned is not None:
             self.echo(f"min_replicas = {pinned} replicas: pinned by --min-replicas (derived: "
@@ -143,10 +159,12 @@ class RayEngine:
                 max_batch_size=self.policy.max_batch_size, max_wait_ms=self.policy.max_wait_ms,
                 goodput_rps=good.value if good else None,
                 goodput_source=good.source if good else "",
-                inputs_per_request=self.run.inputs_per_request),
+                inputs_per_request=self.run.inputs_per_request,
+                timeout_ms=self.policy.timeout_ms),
             demand or self.run.demand,
             self.run.limits(Limits(cpus_per_replica=self.options.cpus_per_replica,
-                                   cluster_cpus=measured.cluster_cpus)),
+                                   cluster_cpus=measured.cluster_cpus,
+                                   proxies=max(1, measured.nodes))),
             push_interval_s=push, push_source=push_source)
 
     def _connect(self) -> None:
@@ -165,18 +183,31 @@ class RayEngine:
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise ConfigError(f"cannot join the Ray cluster at {self.options.address!r} ({exc}); "
                               "start one with `ray start --head` or leave out --ray-address to "
-                              "run a local one") from exc
+                              "run a local one (a cluster with token authentication, Ray's "
+                              "default, needs RAY_AUTH_MODE=token and its token in this "
+                              "environment: Ray sends it to no explicit address otherwise)"
+                              ) from exc
 
-    def _deployment(self, autoscaling: dict[str, Any], max_ongoing: int) -> Any:
+    def _deployment(self, autoscaling: dict[str, Any],
+                    options: RayDeploymentOptions | None = None) -> Any:
+        """The deployment with ``options`` (the plan's); without them (the probe, which no
+        HTTP request reaches) one replica holding the policy's queue."""
         actor: dict[str, Any] = {"num_cpus": self.options.cpus_per_replica}
         key_env = self.policy.api_key_env
         if key_env and key_env in os.environ:
             # replicas on other nodes do not see this shell's environment
             actor["runtime_env"] = {"env_vars": {key_env: os.environ[key_env]}}
+        extra: dict[str, Any] = {"max_ongoing_requests": self.policy.max_queue}
+        if options is not None:
+            extra = {
+                "max_ongoing_requests": options["max_ongoing_requests"],
+                "max_queued_requests": options["max_queued_requests"],
+                "backpressure_config": BackpressureConfig(
+                    status_code=503, retry_after_s=options["backpressure_retry_after_s"]),
+                "graceful_shutdown_timeout_s": options["graceful_shutdown_timeout_s"]}
         return serve.deployment(
             InfertuneReplica, name=DEPLOYMENT, ray_actor_options=actor,
-            autoscaling_config=autoscaling, max_ongoing_requests=max_ongoing,
-            health_check_period_s=2.0)
+            autoscaling_config=autoscaling, health_check_period_s=2.0, **extra)
 
     def _measure(self) -> Measured:
         """Deploy one probe replica with no HTTP route (so no request disturbs the timing),
@@ -186,7 +217,7 @@ class RayEngine:
         one = {"min_replicas": 1, "max_replicas": 1, "initial_replicas": 1}
         probe = f"{self.options.app_name}-probe"
         started = time.monotonic()
-        handle = serve.run(self._deployment(one, self.policy.max_queue).bind(self.app),
+        handle = serve.run(self._deployment(one).bind(self.app),
                            name=probe, route_prefix=None)
         cold = time.monotonic() - started
         sizes = sorted({b for b in (1, 2, 4, 8, 16, 32, 64) if b <= self.policy.max_batch_size}
@@ -197,21 +228,24 @@ class RayEngine:
         finally:
             serve.delete(probe)
         cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
         return Measured(cold_start_s=cold, service_ms={int(k): float(v) for k, v in
-                                                       service.items()}, cluster_cpus=cpus)
+                                                       service.items()}, cluster_cpus=cpus,
+                        nodes=nodes)
 
     def apply(self, plan: AutoscalePlan, *, min_replicas: int | None = None,
               max_replicas: int | None = None) -> None:
         """Deploy with ``plan``'s settings (the replica bounds overridden, e.g. by a benchmark
         pinning a count); returns once the deployment's replicas are healthy."""
         derived = plan.ray_autoscaling()
-        config = dict(derived)
+        config: dict[str, Any] = dict(derived)
         if min_replicas is not None:
             config["min_replicas"] = config["initial_replicas"] = min_replicas
             config["max_replicas"] = max(min_replicas, derived["max_replicas"])
         if max_replicas is not None:
             config["max_replicas"] = max_replicas
-        serve.run(self._deployment(config, int(plan.max_ongoing_requests.value)).bind(self.app),
+        config["policy"] = {"policy_function": POLICY_PATH}  # queue length, raised while shedding
+        serve.run(self._deployment(config, plan.ray_deployment()).bind(self.app),
                   name=self.options.app_name, route_prefix="/")
 
     def running_replicas(self) -> int:
@@ -225,19 +259,44 @@ class RayEngine:
     def _save(self, plan: AutoscalePlan, measured: Measured) -> None:
         payload = {"schema": "infertune.ray_autoscaling/v1", "app": self.app.describe(),
                    "ray_address": self.options.address or "embedded one-node Ray",
+                   # where a second driver joins this cluster (`ray.init(address=...)`)
+                   "cluster_address": ray.get_runtime_context().gcs_address,
                    "measured": {"cold_start_s": measured.cold_start_s,
                                 "service_ms": {str(k): v for k, v in measured.service_ms.items()},
-                                "cluster_cpus": measured.cluster_cpus},
-                   "plan": plan.to_dict()}
+                                "cluster_cpus": measured.cluster_cpus,
+                                "nodes": measured.nodes},
+                   "autoscaling_policy": POLICY_PATH, "plan": plan.to_dict()}
         path = self.options.plan_path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(payload, indent=2) + "\n")
         self.echo(f"autoscaling plan saved to {path}")
 
+    def drain(self) -> list[int]:
+        """Every replica refuses new predictions and answers the ones it accepted, within the
+        plan's graceful_shutdown_timeout_s; returns what each left unanswered (all 0: drained).
+        Nothing to drain before the plan is applied."""
+        if self.plan is None or not ray.is_initialized():
+            return []
+        bound = self.plan.graceful_shutdown_timeout_s.value
+        handle = serve.get_deployment_handle(DEPLOYMENT, self.options.app_name)
+        results = handle.broadcast("drain", bound).results(
+            timeout_s=bound + DRAIN_MARGIN_S, return_exceptions=True)
+        left = [r for r in results if isinstance(r, int)]
+        failed = [r for r in results if not isinstance(r, int)]
+        if failed or any(left):
+            log.warning("drain: %d replica(s) failed to drain (%s), %d request(s) unanswered "
+                        "after %g s", len(failed), failed[:1], sum(left), bound)
+        return left
+
     def stop(self) -> None:
-        """Serve drains its replicas (each runtime serves what it accepted), then stops; the
-        embedded Ray goes with it, a joined cluster keeps running without this app."""
+        """Drain the replicas (each answers what it accepted, new requests get 503), then stop
+        Serve; the embedded Ray goes with it, a joined cluster keeps running without this
+        app."""
         try:
+            try:
+                self.drain()
+            except Exception:  # noqa: BLE001 - a failed drain must not keep Ray running
+                log.warning("drain failed; stopping Serve anyway", exc_info=True)
             if self._started_ray:
                 serve.shutdown()
             elif ray.is_initialized():

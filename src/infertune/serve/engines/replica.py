@@ -35,9 +35,13 @@ from infertune.models.base import Adapter, ModelInputs
 from infertune.serve.app import create_app
 from infertune.serve.cascade import without_spinning
 from infertune.serve.engines.ray_routing import RayRoutingStore, Versioned
+from infertune.serve.engines.shed_policy import REFUSED_SHARE
 from infertune.serve.relay import labelled_texts
 from infertune.serve.routing import Router, RoutingState
 from infertune.serve.runtime import ServeRuntime
+
+REFUSALS = frozenset({"503", "429"})
+DRAIN_POLL_S = 0.01  # in-flight counts change when a batch answers: every few ms at most
 
 
 @dataclass
@@ -198,6 +202,7 @@ class InfertuneReplica:
         self._ready_s: float | None = None
         self._started = started
         self._routing_version = 0  # the shared routing state this replica serves (0: initial)
+        self._last_counts = (0.0, 0.0)  # answered and refused at the last autoscaling report
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
         merge = self._all_router_metrics if self._hosted.router is not None else None
@@ -249,6 +254,48 @@ class InfertuneReplica:
         router = self._hosted.router
         return (serve.get_replica_context().replica_tag, self._routing_version,
                 router.state if router is not None else None)
+
+    async def drain(self, timeout_s: float) -> int:
+        """Refuse new predictions (503, as a local engine shutting down) and answer the ones
+        accepted; returns how many are still unanswered after ``timeout_s`` (0: drained).
+        The engine calls it on every replica before Serve's shutdown, which kills the HTTP
+        proxy at once and would cut the answers still on their way through it."""
+        for runtime in self._hosted.runtimes:
+            if runtime.queue is not None:
+                runtime.queue.close()  # queued requests are still served
+        give_up = time.monotonic() + timeout_s
+        while (left := self._in_flight()) and time.monotonic() < give_up:
+            await asyncio.sleep(DRAIN_POLL_S)
+        return left
+
+    async def record_autoscaling_stats(self) -> dict[str, float]:
+        """Ray's custom-metric hook, called every metric push: the share of the predict
+        requests answered since the last call that were refused (503/429), for
+        shed_policy's rule; 0 with none answered."""
+        total, refused = self._answer_counts()
+        last_total, last_refused = self._last_counts
+        self._last_counts = (total, refused)
+        answered = total - last_total
+        share = (refused - last_refused) / answered if answered > 0 else 0.0
+        return {REFUSED_SHARE: share}
+
+    def _answer_counts(self) -> tuple[float, float]:
+        """(predict requests answered, of them refused with 503/429), over every runtime."""
+        total = refused = 0.0
+        for runtime in self._hosted.runtimes:
+            for family in runtime.metrics.registry.collect():
+                if family.name != "infertune_requests":
+                    continue
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        total += sample.value
+                        refused += sample.value * (sample.labels.get("status") in REFUSALS)
+        return total, refused
+
+    def _in_flight(self) -> int:
+        """Predict requests accepted and not yet answered, over every runtime."""
+        return int(sum(rt.metrics.registry.get_sample_value("infertune_in_flight") or 0.0
+                       for rt in self._hosted.runtimes))
 
     async def startup_seconds(self) -> dict[str, float | None]:
         """Seconds from the replica's constructor to the model built and to warm-up done."""

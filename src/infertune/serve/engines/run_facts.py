@@ -124,8 +124,9 @@ def cold_start_fact(total_s: float, where: str) -> Sourced:
 def plan_for_run(run_dir: Path, policy: ServePolicy, limits: Limits | None = None,
                  cold_start: Sourced | None = None,
                  goodput: Sourced | None = None) -> AutoscalePlan:
-    """The autoscaling plan for serving ``run_dir``'s variant with ``policy``: max_replicas is
-    the instances needed at the peak. ``cold_start`` and ``goodput`` override the run's (a
+    """The autoscaling plan for serving ``run_dir``'s variant with ``policy`` (max_replicas is
+    the instances needed at the peak unless ``limits`` name a cluster size or the run a cost
+    ceiling). ``cold_start`` and ``goodput`` override the run's (a
     replica start measured on the cluster; a per-replica goodput measured by a load test, e.g.
     benchmarks/ray_scaling.py). ConfigError when the run has no measured service curve or
     cold start and none is passed."""
@@ -154,7 +155,7 @@ def plan_from(facts: RunFacts, policy: ServePolicy, limits: Limits | None = None
         max_batch_size=policy.max_batch_size, max_wait_ms=policy.max_wait_ms,
         goodput_rps=facts.goodput.value if facts.goodput else None,
         goodput_source=facts.goodput.source if facts.goodput else "",
-        inputs_per_request=facts.inputs_per_request)
+        inputs_per_request=facts.inputs_per_request, timeout_ms=policy.timeout_ms)
     return derive_plan(replica, facts.demand, facts.limits(limits or Limits()),
                        push_interval_s=push_interval_s, push_source=push_source)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from ray.serve.config import AutoscalingConfig
+from ray.serve._private.config import DeploymentConfig
+from ray.serve.config import AutoscalingConfig, BackpressureConfig
 
 from infertune.serve.engines.autoscale import (
     AutoscalePlan,
@@ -97,20 +98,67 @@ def test_warm_pool_rides_the_fastest_ramp() -> None:
     assert derive_plan(f).min_replicas.value == 1  # no traffic facts
 
 
-def test_max_replicas_from_peak_cost_ceiling_and_cluster() -> None:
-    f = facts(goodput_rps=100.0, goodput_source="benchmark")
+def test_max_replicas_comes_from_the_cluster_and_the_cost_ceiling_not_the_forecast() -> None:
+    # issue 29's demo: 60 req/s per replica, forecast peak 60, 2 CPUs, $0.10/h, $0.01 per 1k
+    f = facts(goodput_rps=60.0, goodput_source="load test", timeout_ms=1000.0)
+    demo = Demand(mean_rps=20.0, peak_rps=60.0, pattern="bursty")
+    plan = derive_plan(f, demo, Limits(cluster_cpus=2.0, cost_per_hour_usd=0.10,
+                                       cost_ceiling_usd_per_1k=0.01))
+    assert (plan.min_replicas.value, plan.max_replicas.value) == (1, 2)
+    why = plan.max_replicas.reasoning
+    assert "2 CPUs hold 2 replicas" in why and "= 21 at the forecast peak" in why
+    assert "the smaller, 2" in why and "sets only the warm pool" in why
+    assert plan.warnings == []
+    # the cost ceiling alone: 3.6 x 1000 x 0.005 / 2 = 9, below the forecast's 10
+    g = facts(goodput_rps=100.0, goodput_source="benchmark")
     demand = Demand(mean_rps=100.0, peak_rps=1000.0, ramp_rps_per_s=1.0)
-    assert derive_plan(f, demand).max_replicas.value == 10
-    # 2 $/h per replica under a 0.005 $/1k ceiling at 1000 req/s: 3.6 x 1000 x 0.005 / 2 = 9
-    costly = derive_plan(f, demand, Limits(cost_per_hour_usd=2.0,
-                                           cost_ceiling_usd_per_1k=0.005))
+    costly = derive_plan(g, demand, Limits(cost_per_hour_usd=2.0, cost_ceiling_usd_per_1k=0.005))
     assert costly.max_replicas.value == 9
-    assert any("cost ceiling allows 9" in w for w in costly.warnings)
-    small = derive_plan(f, demand, Limits(cluster_cpus=4.0, cpus_per_replica=1.0))
+    assert any("needs 10 replicas but the cost ceiling pays for 9" in w for w in costly.warnings)
+    small = derive_plan(g, demand, Limits(cluster_cpus=4.0, cpus_per_replica=1.0))
     assert small.max_replicas.value == 4
-    assert any("cluster holds 4" in w for w in small.warnings)
+    assert any("needs 10 replicas but the cluster holds 4" in w for w in small.warnings)
+    # a big cluster is not capped by the forecast
+    assert derive_plan(g, demand, Limits(cluster_cpus=64.0, cpus_per_replica=2.0)
+                       ).max_replicas.value == 32
+    # nothing but the forecast known: the forecast's need, said to be a forecast cap
+    blind = derive_plan(g, demand)
+    assert blind.max_replicas.value == 10
+    assert any("traffic above the forecast gets no more replicas" in w for w in blind.warnings)
     # no peak rate: as many as the cluster holds
-    assert derive_plan(f, Demand(), Limits(cluster_cpus=2.0)).max_replicas.value == 2
+    assert derive_plan(g, Demand(), Limits(cluster_cpus=2.0)).max_replicas.value == 2
+
+
+def test_router_queue_is_bounded_by_what_the_warm_pool_serves_within_the_deadline() -> None:
+    # b* = 4 at the 50 ms SLO: X = 250 req/s, max_ongoing 17; no timeout_ms: the runtime's
+    # default deadline max(50, 2 + 3 x S(8) 30) = 92 ms; in a replica 2 ms + 17 / 250 = 70 ms
+    plan = derive_plan(facts(), Demand(slo_ms=50.0))
+    assert plan.deadline_s.value == 0.092 and "S(8)" in plan.deadline_s.reasoning
+    assert plan.max_queued_requests.value == 5  # floor(1 x 250 x 0.022) = floor(5.5)
+    assert plan.backpressure_retry_after_s.value == 0.02  # 5 / 250
+    # 92 ms + one 30 ms batch = 0.122 s is within Ray's default 20 s, which is kept
+    assert plan.graceful_shutdown_timeout_s.value == 20.0
+    assert "= 0.122 s" in plan.graceful_shutdown_timeout_s.reasoning
+    assert derive_plan(facts(timeout_ms=60_000.0)).graceful_shutdown_timeout_s.value == 60.03
+    # the policy's timeout_ms: floor(250 x (0.2 - 0.07)) = 32
+    slow = derive_plan(facts(timeout_ms=200.0), Demand(slo_ms=50.0))
+    assert slow.deadline_s.value == 0.2 and "timeout_ms 200" in slow.deadline_s.reasoning
+    assert slow.max_queued_requests.value == 32
+    # a warm pool of 2 drains twice as fast; two proxies share the bound
+    pool = Demand(slo_ms=50.0, mean_rps=500.0, peak_rps=500.0, pattern="steady")
+    two = derive_plan(facts(timeout_ms=200.0), pool)
+    assert two.min_replicas.value == 2 and two.max_queued_requests.value == 65
+    shared = derive_plan(facts(timeout_ms=200.0), pool, Limits(proxies=2))
+    assert shared.max_queued_requests.value == 32 and "/ 2 proxies" in (
+        shared.max_queued_requests.reasoning)
+    assert shared.backpressure_retry_after_s.value == 0.128  # 32 x 2 / 500
+    # a deadline shorter than a replica's own share: Ray's smallest bound, with a warning
+    tight = derive_plan(facts(timeout_ms=50.0), Demand(slo_ms=50.0))
+    assert tight.max_queued_requests.value == 1
+    assert any("leaves no time to wait in Ray's router" in w for w in tight.warnings)
+    assert plan.ray_deployment() == {"max_ongoing_requests": 17, "max_queued_requests": 5,
+                                     "backpressure_retry_after_s": 0.02,
+                                     "graceful_shutdown_timeout_s": 20.0}
 
 
 def test_warm_pool_is_cut_to_max_replicas() -> None:
@@ -127,6 +175,14 @@ def test_plan_round_trips_and_is_a_valid_ray_autoscaling_config() -> None:
                        push_interval_s=0.5)
     assert AutoscalePlan.from_dict(plan.to_dict()) == plan
     config = AutoscalingConfig(**plan.ray_autoscaling())
+    options = plan.ray_deployment()
+    deployment = DeploymentConfig(  # Ray's own validation of the deployment options
+        max_ongoing_requests=options["max_ongoing_requests"],
+        max_queued_requests=options["max_queued_requests"],
+        backpressure_config=BackpressureConfig(
+            retry_after_s=options["backpressure_retry_after_s"]),
+        graceful_shutdown_timeout_s=options["graceful_shutdown_timeout_s"])
+    assert deployment.max_queued_requests == plan.max_queued_requests.value >= 1
     assert config.min_replicas == plan.min_replicas.value == math.ceil(600 / 250)
     assert config.target_ongoing_requests == 8.5
     lines = plan.lines()
@@ -141,3 +197,7 @@ def test_bad_facts_are_refused() -> None:
         facts(service_ms={0: 1.0})
     with pytest.raises(ValueError, match="cold_start_s"):
         facts(cold_start_s=-1.0)
+    with pytest.raises(ValueError, match="timeout_ms"):
+        facts(timeout_ms=0.0)
+    with pytest.raises(ValueError, match="proxies"):
+        Limits(proxies=0)

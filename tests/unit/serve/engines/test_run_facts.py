@@ -64,15 +64,17 @@ def test_plan_for_run_uses_the_run_and_the_policy(tmp_path: Path) -> None:
     assert "/ 2 inputs per request" in plan.target_ongoing_requests.reasoning
     assert plan.replica_capacity_rps.value == 300.0  # the run's goodput
     assert plan.min_replicas.value == 3  # bursty: the 900 req/s peak at once / 300
-    # cost: 3.6 x 900 x 0.002 / 1.0 = 6.48 -> 6 affordable; 3 needed
-    assert plan.max_replicas.value == 3
+    # the cluster holds 8; cost: 3.6 x 900 x 0.002 / 1.0 = 6.48 -> 6 affordable; the
+    # forecast's 3 sets only the warm pool
+    assert plan.max_replicas.value == 6
     override = plan_for_run(_run(tmp_path / "b"), ServePolicy(),
                             cold_start=Sourced(20.0, "measured on the cluster"))
     assert override.downscale_delay_s.value == 100.0  # 5 x (2 pushes of Ray's default 10 s)
     assert override.look_back_period_s.value == 50.0
     measured = plan_for_run(_run(tmp_path / "c"), ServePolicy(max_batch_size=16),
                             goodput=Sourced(450.0, "measured: 2-minute load test"))
-    assert measured.max_replicas.value == 2  # ceil(900 / 450)
+    assert measured.min_replicas.value == 2  # ceil(900 / 450)
+    assert measured.max_replicas.value == 6  # what the cost ceiling pays for at the peak
     assert "measured: 2-minute load test" in measured.replica_capacity_rps.reasoning
 
 
@@ -104,7 +106,7 @@ def test_the_reports_measured_goodput_replaces_the_simulated_one(tmp_path: Path)
     facts = read_run(run)
     assert facts.goodput is not None and facts.goodput.value == 200.0
     assert facts.goodput.source.startswith("measured: per-instance goodput at the SLO")
-    assert plan_for_run(run, ServePolicy()).max_replicas.value == 5  # ceil(900 / 200)
+    assert plan_for_run(run, ServePolicy()).min_replicas.value == 5  # ceil(900 / 200)
     # an estimate in the report leaves the run's own (simulated) figure in place
     (run / "report.json").write_text(json.dumps({"scale_out": {"derivations": {
         "replica_capacity_rps": {**capacity, "source": "estimate"}}}}))
