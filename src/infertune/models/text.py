@@ -91,7 +91,7 @@ class TextAdapter:
                 ids[i], types[i] = list(seq), [0] * len(seq)
         if pairs:
             for i, (seq, kinds) in zip(pairs, self._encode_pairs(
-                    [items[i] for i in pairs], truncate), strict=True):
+                    [p for p in items if isinstance(p, TextPair)], truncate), strict=True):
                 ids[i], types[i] = seq, kinds
         return ids, types
 

@@ -169,7 +169,7 @@ def request_model(adapter: Adapter, policy: ServePolicy) -> type[PredictRequest]
     """The PredictRequest subclass for ``adapter``: its ``inputs`` items typed by model kind,
     with the policy's limits, so the schema says exactly what the server accepts."""
     wanted = accepts(adapter.info.task) if adapter.info.kind == "text" else None
-    item = _text_item(wanted, policy) if wanted is not None else _tensor_item(adapter)
+    item: Any = _text_item(wanted, policy) if wanted is not None else _tensor_item(adapter)
     inputs = Annotated[list[item], Field(min_length=1, max_length=policy.max_inputs,
                                          description="one item per input")]
     model: type[PredictRequest] = create_model("PredictRequest", __base__=PredictRequest,

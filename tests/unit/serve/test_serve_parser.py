@@ -125,3 +125,12 @@ def test_openapi_is_generated_from_the_validating_models_and_secured_only_with_a
     assert guarded == set(secured["paths"]) - OPEN_PATHS
     assert {"/v1/predict", "/metrics", "/v1/model", "/v1/cache/purge"} <= guarded
     assert "401" in secured["paths"]["/metrics"]["get"]["responses"]
+
+
+def test_padding_estimate_counts_both_sides_of_a_pair() -> None:
+    from infertune.serve.batch_shape import approx_tokens
+
+    query, passage = "q" * 40, "p" * 400
+    assert approx_tokens([[query, passage]]) == approx_tokens([query + passage]) == 110
+    assert approx_tokens([{"query": query, "passage": passage}]) == 110
+    assert approx_tokens([{"text": query, "text_pair": passage}, "short"]) == 110
