@@ -6,7 +6,9 @@ $SERVE_FAULT_SERVICE_MS (default 100) whatever the batch size, so the server's c
 exactly max_batch_size / service time. A batch holding a row whose first value is -1 raises
 ValueError (a poisoned input); a batch holding a row whose first value is 9 stalls for
 $SERVE_FAULT_STALL_S seconds (default 3) before answering. Warm-up feeds random normal values,
-which are never exactly -1 or 9. With $SERVE_FAULT_SEEN set, the first value of every row the
+which are never exactly -1, 7 or 9. A batch holding a row whose first value is 7 returns one
+output fewer than its rows (the fault table's "wrong number of outputs"). With
+$SERVE_FAULT_SEEN set, the first value of every row the
 model computed is appended to that file (one line per batch), so a test can tell which
 requests reached the model.
 """
@@ -19,6 +21,7 @@ import time
 import torch
 
 POISON = -1.0
+SHORT = 7.0
 STALL = 9.0
 
 
@@ -37,6 +40,8 @@ class FixedTimeDoubler(torch.nn.Module):  # type: ignore[misc]  # torch is untyp
         if self.seen:
             with open(self.seen, "a") as log:
                 log.write(" ".join(f"{v:g}" for v in first.tolist()) + "\n")
+        if bool((first == SHORT).any()):
+            return x[1:] * 2
         return x * 2
 
 
