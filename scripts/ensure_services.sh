@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the services the integration tests start themselves (a real redis-server),
-# Chromium for the HTML report check and promtool (Debian's prometheus) for the alert
-# rules. Installs only what is missing; needs root for apt-get.
+# Chromium for the HTML report check and Debian's prometheus (promtool for the alert rules,
+# the server for the rollout tests). Installs only what is missing; needs root for apt-get.
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus)  # promtool checks the generated alert rules
+# promtool checks the generated alert rules; the server beside it scrapes `infertune serve`
+# in the rollout tests (both in Debian's prometheus package)
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  missing+=(prometheus)
+fi
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != "0" ]; then
   # Not root: the tests that need these services fail with this same hint (in CI they must run).

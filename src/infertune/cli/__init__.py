@@ -29,6 +29,7 @@ from infertune.cli import (  # one line per command module
     report,
     rollback,
     serve,
+    shadow,
     validate,
 )
 from infertune.errors import InfertuneError
@@ -55,6 +56,7 @@ COMMANDS = (
     serve,
     release,
     canary,
+    shadow,
     rollback,
     ab,
     export,

@@ -65,6 +65,9 @@ def register(app: typer.Typer) -> None:
         business_metric: Annotated[str | None, typer.Option("--business-metric")] = None,
         json_out: Annotated[Path | None, typer.Option("--json", help="write the outcome")] =
             None,
+        shadow_gate: Annotated[bool, typer.Option(
+            "--shadow-gate", help="first judge the server's shadow release (the canary's "
+            "build) on mirrored traffic; no canary traffic until it passes")] = False,
         judge_once: Annotated[bool, typer.Option(
             "--judge-once", help="print one verdict over the counts so far and exit (1 on "
             "fail, 0 on pass or wait): for an Argo Rollouts Job metric")] = False,
@@ -116,7 +119,7 @@ def register(app: typer.Typer) -> None:
         with server_client(server, api_key_env, os.environ) as client:
             controller = CanaryController(RouterClient(client), _source(client, prometheus),
                                           config, plan, on_look=on_look, sizing=sizing,
-                                          on_plan=on_plan)
+                                          on_plan=on_plan, shadow_gate=shadow_gate)
             if step_timeout_s is not None:
                 controller.step_timeout_s = step_timeout_s
             outcome = controller.run(release)

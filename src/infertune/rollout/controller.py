@@ -11,6 +11,9 @@ back.
                judge the gates (rollout/gates.py); any gate sure to be worse -> roll back at
                once; every required gate passing with ``min_step_samples`` new canary answers
                in this step -> next step; ``step_timeout_s`` without that -> roll back
+    shadow     with ``shadow_gate``: before any step, the server's shadow release (the
+               canary's build, answering mirrored copies of the stable's traffic) judged on
+               errors, latency and agreement like a step at weight 0; a failure rolls back
     promote    after the last step
 
 The statistics are always-valid, so looking at every poll keeps the false-rollback rate of a
@@ -27,7 +30,14 @@ from typing import Any, Literal, Protocol
 
 from infertune.errors import ConfigError
 from infertune.rollout.analysis import judge_counts
-from infertune.rollout.gates import METHOD, P95_ANCHOR, GateConfig, GateName, GateResult
+from infertune.rollout.gates import (
+    METHOD,
+    P95_ANCHOR,
+    SHADOW_GATES,
+    GateConfig,
+    GateName,
+    GateResult,
+)
 from infertune.rollout.observe import MetricsSource, Snapshot, threshold, threshold_below
 from infertune.rollout.plan import CanaryPlan, Sizing, measure_traffic, plan_for
 from infertune.serve.routing import RoutingState
@@ -109,11 +119,13 @@ class CanaryController:
                  sleep: Callable[[float], None] = time.sleep,
                  on_look: Callable[[float, list[GateResult]], None] | None = None,
                  sizing: Sizing | None = None,
-                 on_plan: Callable[[CanaryPlan], None] | None = None) -> None:
+                 on_plan: Callable[[CanaryPlan], None] | None = None,
+                 shadow_gate: bool = False) -> None:
         self.control, self.source, self.config, self.plan = control, source, config, plan
         self.clock, self.sleep = clock, sleep
         self.on_look, self.on_plan = on_look, on_plan
         self.sizing = sizing
+        self.shadow_gate = shadow_gate
         self.step_timeout_s: float | None = None  # set: wins over the plan's sized timeout
         self.required = tuple(g for g in REQUIRED if g in config.gates)
 
@@ -132,6 +144,11 @@ class CanaryController:
         p99 = threshold(start.of(stable), 0.99, self.plan.baseline_samples)
         outcome = CanaryOutcome(release, "promoted", "", METHOD, self.config.alpha,
                                 {"p95": p95, "p99": p99}, plan=sized)
+        if self.shadow_gate:
+            report = self._shadow(state.shadow, stable, p95, p99)
+            outcome.steps.append(report)
+            if report.verdict != "pass":
+                return self._roll_back(outcome, report)
         for weight in self.plan.steps:
             self.control.change("weight", weight=weight, reason=f"canary step {weight:g}%")
             report = self._step(weight, start, release, stable, p95, p99)
@@ -197,13 +214,35 @@ class CanaryController:
             if elapsed > self.plan.step_timeout_s:
                 return StepReport(weight, "timeout", elapsed, answers, results)
 
+    def _shadow(self, shadow: str | None, stable: str, p95: float | None,
+                p99: float | None) -> StepReport:
+        """The shadow gate: the shadow's mirrored rows judged like a step at weight 0 (the
+        canary gets no traffic until they pass); its rows count as its answers."""
+        if shadow is None:
+            raise ConfigError("--shadow-gate needs a shadow release on the server; serve "
+                              "with --shadow NAME (the canary's build)")
+        began, start = self.clock(), self.source.snapshot()
+        required = tuple(g for g in SHADOW_GATES if g in self.config.gates)
+        while True:
+            self.sleep(self.plan.poll_s)
+            now = self.source.snapshot()
+            verdict, results = judge_counts(start, now, shadow, stable, p95_s=p95, p99_s=p99,
+                                            config=self.config, required=required)
+            rows = now.of(shadow).rows - start.of(shadow).rows
+            elapsed = self.clock() - began
+            if verdict == "fail" or (verdict == "pass" and rows >= self.plan.min_step_samples):
+                return StepReport(0.0, verdict, elapsed, rows, results)
+            if elapsed > self.plan.step_timeout_s:
+                return StepReport(0.0, "timeout", elapsed, rows, results)
+
     def _roll_back(self, outcome: CanaryOutcome, report: StepReport) -> CanaryOutcome:
+        where = "the shadow gate" if report.weight == 0 else f"step {report.weight:g}%"
         if report.verdict == "fail":
             failed = [g.sentence() for g in report.gates if g.verdict == "fail"]
-            why = f"at step {report.weight:g}%: " + "; ".join(failed)
+            why = f"at {where}: " + "; ".join(failed)
         else:
             waiting = [g.sentence() for g in report.gates if g.verdict == "wait"]
-            why = (f"at step {report.weight:g}%: no decision within "
+            why = (f"at {where}: no decision within "
                    f"{self.plan.step_timeout_s:g} s ({report.canary_answers} canary answers; "
                    + "; ".join(waiting) + ")")
         began = self.clock()

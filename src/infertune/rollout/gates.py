@@ -42,6 +42,8 @@ GateName = Literal["errors", "latency_p95", "latency_p99", "agreement", "busines
 Verdict = Literal["pass", "fail", "wait"]
 ALL_GATES: tuple[GateName, ...] = ("errors", "latency_p95", "latency_p99", "agreement",
                                    "business")
+# the shadow answers replays only: no feedback reaches it
+SHADOW_GATES: tuple[GateName, ...] = ("errors", "latency_p95", "latency_p99", "agreement")
 P95_ANCHOR = 0.90  # the stable quantile whose bucket the p95 gate counts requests above
 METHOD = ("beta-binomial mixture confidence sequences (always valid under continuous "
           "monitoring; Bonferroni over gates)")

@@ -20,8 +20,9 @@ allowed at the measured request rate.
                90% of ``decide_within_s`` at the measured rate (else the same first steps
                straight to 100%); the canary never exceeds 20% before its gates had n
                answers to judge. None fits: the plan is refused, naming the rate or the
-               time that would fit. A gate that cannot catch its effect at any size (the
-               effect lies within its tolerance on this traffic) is a warning, not a refusal
+               time that would fit. The latency gate's power depends on the stable's latency
+               shape: where no sample that fits the time lets it catch the slowdown, that is a
+               warning (the plan is sized from the errors and agreement gates), not a refusal
 
 The stable's sample grows by every request it answers plus every canary answer replayed to it
 (the router compares outputs that way), so during a step at weight w it holds about n / w.
@@ -273,27 +274,40 @@ def plan_for(traffic: Traffic, config: GateConfig, sizing: Sizing,
     return plan
 
 
+def _fits(traffic: Traffic, steps: tuple[float, ...], sizing: Sizing) -> float:
+    """The most canary answers per step that the steps take within FIT x the time allowed:
+    time = baseline + n / rate x sum(100 / w)."""
+    room = FIT * sizing.decide_within_s - traffic.seconds
+    return max(0.0, room) * traffic.rate_rps / sum(100 / w for w in steps)
+
+
 def _plan(traffic: Traffic, steps: tuple[float, ...], sizes: list[GateSize],
           sizing: Sizing) -> CanaryPlan:
     explicit = sizing.steps is not None
-    blind = [s for s in sizes if s.samples is None]
-    needed = max((s.samples or 0 for s in sizes), default=0)
-    n = sizing.step_samples or max(needed, 1)
+    fits = _fits(traffic, steps, sizing)
+    # the latency gate's power depends on the shape of the stable's latencies, which no plan
+    # changes: where its effect lies within its tolerance on this traffic, or needs more
+    # answers than the time allows, it still judges (and still rolls back what is surely
+    # worse) but cannot promise to catch the configured slowdown: said, not refused. The
+    # errors and agreement gates depend only on the configured effects and limits: they size
+    # the plan, and their not fitting refuses it
+    shaped = [s for s in sizes if s.gate.startswith("latency") and
+              (s.samples is None or s.samples > fits)]
+    sized = [s for s in sizes if s not in shaped]
+    n = sizing.step_samples or max([s.samples or 1 for s in sized] or
+                                   [max((s.samples or 1 for s in sizes), default=1)])
     rate = traffic.rate_rps
     seconds = [n / (w / 100 * rate) if rate > 0 else math.inf for w in steps]
     plan = CanaryPlan(traffic, steps, n, seconds, sizes, explicit=explicit)
-    # a gate whose effect lies within its tolerance on this traffic (a latency shape whose
-    # tail barely moves under a 1.2x slowdown) still judges, and still rolls back what is
-    # surely worse; it only cannot promise to catch the configured effect: said, not refused,
-    # unless no required gate can
-    plan.warnings = [f"{s.gate} cannot promise to catch its effect on this traffic ({s.why});"
-                     " the steps are sized from the other gates" for s in blind]
-    if blind and len(blind) == len(sizes) and sizing.step_samples is None:
-        plan.refusal = ("no sample size lets any gate detect its effect: " +
-                        "; ".join(s.why for s in blind) + "; lower the tolerances or pass "
-                        "--min-step-samples and --steps to run anyway")
+    plan.warnings = [f"{s.gate} cannot promise to catch its effect on this traffic ({s.why}; "
+                     f"{fits:.0f} answers per step fit in the time); the steps are sized from "
+                     "the other gates" for s in shaped]
+    blind = [s for s in sized if s.samples is None]
+    if (blind or not sized) and sizing.step_samples is None:
+        plan.refusal = ("no sample size lets these gates detect their effect: " +
+                        "; ".join(s.why for s in blind or sizes) + "; widen the effects, lower "
+                        "the tolerances, or pass --min-step-samples and --steps to run anyway")
     elif plan.expected_s > FIT * sizing.decide_within_s and not explicit:
-        # time = baseline + n / rate x sum(100 / w): solve for the rate, or state the time
         spread = n * sum(100 / w for w in steps)
         room = FIT * sizing.decide_within_s - traffic.seconds
         need_rate = spread / room if room > 0 else math.inf

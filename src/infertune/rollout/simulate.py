@@ -6,8 +6,9 @@ disagree with the stable's, and optionally a conversion rate. Time is simulated:
 sends ``rate_rps * s`` requests, split between the arms by the current canary weight, and
 every canary answer is replayed to the stable (as the router does), which both compares the
 outputs and adds a stable latency sample. ``history_s``: seconds of traffic the stable
-answered before the rollout began. benchmarks/canary_stats.py and the controller's unit tests
-use it.
+answered before the rollout began; ``shadow``: a shadow release answering a replay of every
+stable answer, compared like the canary's. benchmarks/canary_stats.py and the controller's
+unit tests use it.
 """
 
 from __future__ import annotations
@@ -57,14 +58,18 @@ class SimulatedRollout:
 
     def __init__(self, stable: ArmModel, canary: ArmModel, *, rate_rps: float = 200.0,
                  seed: int = 0, stable_name: str = "stable", canary_name: str = "canary",
-                 metric: str = "conversion", history_s: float = 0.0) -> None:
+                 metric: str = "conversion", history_s: float = 0.0,
+                 shadow: ArmModel | None = None, shadow_name: str = "shadow") -> None:
         self.models = {stable_name: stable, canary_name: canary}
-        self.routing = RoutingState(stable=stable_name, canary=canary_name)
+        self.routing = RoutingState(stable=stable_name, canary=canary_name,
+                                    shadow=shadow_name if shadow is not None else None)
+        if shadow is not None:
+            self.models[shadow_name] = shadow
         self.rate_rps = rate_rps
         self.rng = np.random.default_rng(seed)
         self.metric = metric
         self.now = 0.0
-        self.tallies = {stable_name: _Tally(), canary_name: _Tally()}
+        self.tallies = {name: _Tally() for name in self.models}
         self.actions: list[str] = []
         # the stable's traffic before the rollout began (a canary starts against a release
         # that has been serving): its latency shares are what the plan is sized from
@@ -107,6 +112,9 @@ class SimulatedRollout:
         # the stable answers its share and replays every canary answer
         self._serve(s.stable, n - to_canary, answered=True)
         self._serve(s.stable, to_canary, answered=False)
+        if s.shadow is not None:  # every stable answer replayed to the shadow and compared
+            self._serve(s.shadow, n - to_canary, answered=False)
+            self._compare(s.shadow, n - to_canary)
 
     def _serve(self, name: str, n: int, *, answered: bool) -> None:
         if n == 0:

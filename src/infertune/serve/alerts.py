@@ -10,6 +10,14 @@ in a PrometheusRule. No threshold is a constant picked here:
     queue depth   with a measured capacity (goodput and service time of the run): the depth
                   at which a new request's expected wait uses up the serving deadline;
                   without one, half the policy's max_queue (said so in the rule)
+    input drift   the population stability index of serve/drift.py over 0.25 (the usual
+                  reading of PSI, a convention; serve/drift.ALERT_PSI)
+
+Latency, error and shed rules are per release and per rollout stage: grouped by ``release``
+(the label the router adds to every release's series; absent on a plain server) and
+``instance``, with the release's ``role`` (stable, canary, shadow) joined from
+``infertune_release_info`` where the router exports it, so a canary's tail pages as the
+canary's, not as the service's.
 
     thresholds = AlertThresholds.derive(slo, policy, capacity)
     rule_groups(thresholds)   -> the rules as data (list of groups)
@@ -26,12 +34,22 @@ from typing import Any
 import yaml
 
 from infertune.config import SLO, ServePolicy, load_scenario
+from infertune.serve.drift import ALERT_PSI
 from infertune.serve.metrics import LATENCY_BUCKETS
 
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 WINDOW = "5m"  # rate() window: long enough for a few hundred requests at modest traffic
 RuleGroups = list[dict[str, Any]]
 SERVER_ERRORS = 'infertune_requests_total{status=~"5.."}'
+BY = "release, instance"  # per release (the router's label) and per server
+
+
+def per_stage(expr: str) -> str:
+    """``expr`` (grouped by release and instance) with each release's rollout role joined
+    from the router's infertune_release_info; a plain server (no router, no info) keeps
+    ``expr`` as it is through ``or``."""
+    return (f"(({expr}) * on ({BY}) group_left (role) max by ({BY}, role) "
+            f"(infertune_release_info{{}}) or on ({BY}) ({expr}))")
 
 
 @dataclass(frozen=True)
@@ -114,8 +132,9 @@ def _latency_rule(name: str, threshold: Threshold) -> dict[str, Any]:
                  if bracket else "")
     return {
         "alert": f"Infertune{name.upper()}OverSLO",
-        "expr": f"histogram_quantile({q:g}, sum by (le, instance) "
-                f"(rate(infertune_request_seconds_bucket[{WINDOW}]))) > {threshold.value:g}",
+        "expr": per_stage(f"histogram_quantile({q:g}, sum by (le, {BY}) "
+                          f"(rate(infertune_request_seconds_bucket[{WINDOW}])))")
+                + f" > {threshold.value:g}",
         "for": "5m",
         "labels": {"severity": "page", "slo": name},
         "annotations": {
@@ -130,8 +149,8 @@ def _latency_rule(name: str, threshold: Threshold) -> dict[str, Any]:
 
 
 def _ratio_expr(numerator: str) -> str:
-    return (f"sum by (instance) (rate({numerator}[{WINDOW}])) / clamp_min(sum by (instance) "
-            f"(rate(infertune_requests_total[{WINDOW}])), 1e-9)")
+    return per_stage(f"sum by ({BY}) (rate({numerator}[{WINDOW}])) / clamp_min(sum by ({BY}) "
+                     f"(rate(infertune_requests_total[{WINDOW}])), 1e-9)")
 
 
 def rule_groups(t: AlertThresholds) -> RuleGroups:
@@ -168,6 +187,16 @@ def rule_groups(t: AlertThresholds) -> RuleGroups:
          "for": "10m", "labels": {"severity": "ticket"},
          "annotations": {"summary": "Redis cache errors: serving continues from the LRU and "
                                     "the model"}},
+        {"alert": "InfertuneInputDrift",
+         "expr": f"max by ({BY}, feature) (infertune_drift_psi{{}}) > {ALERT_PSI:g}",
+         "for": "5m", "labels": {"severity": "ticket"},
+         "annotations": {"summary": "{{ $labels.feature }} of the inputs or outputs has "
+                                    "drifted from the release's first rows (PSI "
+                                    "{{ $value }})",
+                         "description": "Compare live inputs with the held-out set; "
+                                        "re-validate the release's quality on the new mix.",
+                         "threshold": f"{ALERT_PSI:g}: the usual reading of PSI (a "
+                                      "convention, not derived here)"}},
         {"alert": "InfertuneNotReady", "expr": "infertune_ready == 0",
          "for": "10m", "labels": {"severity": "page"},
          "annotations": {"summary": "warm-up has not finished after 10 minutes (see /readyz "

@@ -40,6 +40,7 @@ from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 from infertune.models.base import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
+from infertune.serve.drift import DriftMonitor
 from infertune.serve.metrics import STAGES, ServeMetrics
 from infertune.serve.model_processes import ModelSource, uses_processes
 from infertune.serve.openapi import (
@@ -163,6 +164,9 @@ class _Handlers:
         self.card = model_card(runtime.adapter).model_dump(mode="json")
         self.document = openapi_schema(self.request_model, secured=secured)
         self.warnings = warnings
+        # live input drift against the first rows answered (serve/drift.py)
+        self.drift = DriftMonitor(
+            lambda feature, value: runtime.metrics.drift_psi.labels(feature=feature).set(value))
 
     async def predict(self, request: Request) -> Response:
         arrived = self.clock()
@@ -209,8 +213,15 @@ class _Handlers:
             m.errors.labels(type="output_not_json").inc()
             return _error(500, f"the model's output cannot be sent as JSON ({exc}); return "
                           "arrays, numbers, strings, lists or dicts from postprocess")
+        self._watch_drift(req.inputs, result.outputs)
         return Response(encoded, media_type="application/json",
                         headers={"Server-Timing": server_timing(result.timings)})
+
+    def _watch_drift(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        try:
+            self.drift.observe(inputs, outputs)
+        except Exception:  # noqa: BLE001 - a statistic must never fail an answer
+            log.warning("drift monitor failed on a row", exc_info=True)
 
     async def healthz(self, request: Request) -> Response:
         return JSONResponse(HealthBody(status="alive").model_dump())

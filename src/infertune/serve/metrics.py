@@ -63,6 +63,10 @@ class ServeMetrics:
         self.in_flight = Gauge("infertune_in_flight", "Predict requests being handled",
                                registry=r)
         self.ready = Gauge("infertune_ready", "1 once warm-up has finished", registry=r)
+        self.drift_psi = Gauge(
+            "infertune_drift_psi", "Population stability index of a row feature over the "
+            "latest rows against the first rows answered (serve/drift.py)", ["feature"],
+            registry=r)
 
     def observe_stages(self, timings: dict[str, float]) -> None:
         """Record one request's stage times (seconds); stages it skipped are left out."""

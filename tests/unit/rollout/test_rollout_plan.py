@@ -85,15 +85,20 @@ def test_too_little_traffic_is_refused_with_the_rate_and_time_that_would_do() ->
     assert "given steps 10% ~" in given.lines()[-1]
 
 
-def test_a_gate_that_cannot_see_its_effect_is_a_warning_and_all_of_them_a_refusal() -> None:
+def test_a_latency_gate_that_cannot_see_its_effect_in_time_is_a_warning() -> None:
     # the latency tolerance is wider than the share a 1.2x slower canary would add
     plan = plan_for(TRAFFIC, GateConfig(p95_tolerance=0.2), Sizing(), REQUIRED)
     assert plan.refusal is None and plan.step_samples == 737  # sized from the others
     assert len(plan.warnings) == 1 and plan.warnings[0].startswith("latency_p95 cannot")
     assert any(line.startswith("WARNING: latency_p95") for line in plan.lines())
-    blind = GateConfig(p95_tolerance=0.2, error_tolerance=0.5, max_disagreement=0.5)
-    refused = plan_for(TRAFFIC, blind, Sizing(effects=Effects(disagreement=0.4)), REQUIRED)
-    assert refused.refusal is not None and "no sample size lets any gate" in refused.refusal
+    # a shift that is visible, but only with far more answers than 300 s hold at 20 req/s
+    barely = Traffic(20.0, 20.0, 400, 0.001, 0.112, 0.141)
+    slow = plan_for(barely, GateConfig(), Sizing(), REQUIRED)
+    assert slow.refusal is None and slow.step_samples == 737 and len(slow.warnings) == 1
+    # the agreement gate blind (its effect at its limit): refused, since it sizes the plan
+    refused = plan_for(TRAFFIC, GateConfig(), Sizing(effects=Effects(disagreement=0.05)),
+                       REQUIRED)
+    assert refused.refusal is not None and "agreement" in refused.refusal
     with pytest.raises(ValueError, match="p95_slowdown > 1"):
         Effects(p95_slowdown=1.0)
 
@@ -143,3 +148,22 @@ def test_the_rate_is_the_routers_arrivals_when_it_counts_them() -> None:
     text = ('# TYPE infertune_routed_requests_total counter\n'
             'infertune_routed_requests_total{release="a"} 7.0\n')
     assert parse_exposition(text).of("a").routed == 7
+
+
+def test_the_shadow_gate_holds_the_canary_back_until_the_shadow_passes() -> None:
+    def run(shadow: ArmModel):
+        sim = SimulatedRollout(ArmModel(), ArmModel(), rate_rps=50.0, seed=2, history_s=60,
+                               shadow=shadow)
+        plan = StepPlan(steps=(10.0, 100.0), min_step_samples=300)
+        outcome = CanaryController(sim, sim, GateConfig(), plan, clock=sim.clock,
+                                   sleep=sim.sleep, shadow_gate=True).run("canary")
+        return sim, outcome
+
+    sim, good = run(ArmModel())
+    assert good.decision == "promoted" and [s.weight for s in good.steps] == [0.0, 10.0, 100.0]
+    assert good.steps[0].verdict == "pass" and good.steps[0].canary_answers >= 300
+    sim, bad = run(ArmModel(disagreement=0.2))
+    assert bad.decision == "rolled_back" and [s.weight for s in bad.steps] == [0.0]
+    assert bad.reason.startswith("at the shadow gate: agreement")
+    assert "weight" in sim.actions and all(a != "promote" for a in sim.actions)
+    assert sim.state().canary is None  # the canary never got traffic, and is gone
