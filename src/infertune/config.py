@@ -174,6 +174,17 @@ FACTS: dict[str, str] = {
 }
 
 
+class ServerTuning(_Strict):
+    """``optimize --server-cmd`` from the scenario: the LLM server's command with ``{knob}``
+    placeholders and ``{port}``, and the values to search; --server-cmd and --search on the
+    command line win over it."""
+
+    command: str = Field(min_length=1)
+    search: dict[str, list[str | int | float]] = Field(default_factory=dict)
+    ready_path: str = "/v1/models"
+    ready_timeout_s: float = Field(default=300.0, gt=0)
+
+
 class Scenario(_Strict):
     model: ModelFacts = Field(default_factory=ModelFacts)
     deployment: DeploymentFacts = Field(default_factory=DeploymentFacts)
@@ -182,6 +193,7 @@ class Scenario(_Strict):
     slo: SLO = Field(default_factory=SLO)
     traffic: TrafficFacts = Field(default_factory=TrafficFacts)
     constraints: Constraints = Field(default_factory=Constraints)
+    server: ServerTuning | None = None  # what optimize --server-cmd tunes (not one of the facts)
 
     def missing_facts(self) -> list[str]:
         """Names (keys of FACTS) of the facts this scenario does not state."""

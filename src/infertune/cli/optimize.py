@@ -122,23 +122,24 @@ def register(app: typer.Typer) -> None:
         warmup_requests: Annotated[int, typer.Option(
             "--warmup-requests", help="requests sent and dropped after each server start",
             rich_help_panel="LLM server tuning")] = 4,
-        ready_path: Annotated[str, typer.Option(
-            "--ready-path", help="GET path that answers 200 once the server is ready",
-            rich_help_panel="LLM server tuning")] = "/v1/models",
-        ready_timeout: Annotated[float, typer.Option(
-            "--ready-timeout", help="seconds to wait for a server to become ready",
-            rich_help_panel="LLM server tuning")] = 300.0,
+        ready_path: Annotated[str | None, typer.Option(
+            "--ready-path", help="GET path that answers 200 once the server is ready "
+            "(default /v1/models)", rich_help_panel="LLM server tuning")] = None,
+        ready_timeout: Annotated[float | None, typer.Option(
+            "--ready-timeout", help="seconds to wait for a server to become ready (default "
+            "300)", rich_help_panel="LLM server tuning")] = None,
         knob_check: Annotated[bool, typer.Option(
             "--knob-check/--no-knob-check", help="check knob flags of known runtimes",
             rich_help_panel="LLM server tuning")] = True,
     ) -> None:
-        if server_cmd is not None:
+        sc_or_none = load_scenario(scenario) if scenario is not None else None
+        section = sc_or_none.server if sc_or_none is not None and model is None else None
+        if server_cmd is not None or section is not None:
             from infertune.cli import server_tune
 
             if model is not None:
                 raise ConfigError(f"--server-cmd tunes a running server, not MODEL {model!r}; "
                                   "drop MODEL (the command names what the server loads)")
-            sc_or_none = load_scenario(scenario) if scenario is not None else None
             folder = out or Path("runs") / f"server-{time.strftime('%Y%m%d-%H%M%S')}"
             _claim(folder, overwrite)
             server_tune.run(server_tune.ServerArgs(
@@ -150,7 +151,7 @@ def register(app: typer.Typer) -> None:
         if model is None or scenario is None:
             raise ConfigError("optimize needs MODEL and --scenario FILE (or --server-cmd to "
                               "tune an LLM server)")
-        sc = load_scenario(scenario)
+        sc = sc_or_none or load_scenario(scenario)
         auto = budget is not None and budget.strip().lower() == "auto"
         budget_s = _budget(None if auto else budget, QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
         held = _data(model, data)

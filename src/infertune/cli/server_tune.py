@@ -5,11 +5,11 @@ ranked table; server_tune.json and server_tune.md land in --out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infertune.config import Scenario
+from infertune.config import Scenario, ServerTuning
 from infertune.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class ServerArgs:
     """The --server-cmd options of one optimize call."""
 
-    server_cmd: str
+    server_cmd: str | None  # None: the scenario's server section
     search: list[str]
     slo: str | None
     rate: float | None
@@ -42,10 +42,22 @@ class ServerArgs:
     prompts: Path | None
     tokenizer: Path | None
     warmup_requests: int
-    ready_path: str
-    ready_timeout_s: float
+    ready_path: str | None  # None: the scenario's server section, else /v1/models
+    ready_timeout_s: float | None
     knob_check: bool
     seed: int
+
+
+def with_section(args: ServerArgs, section: ServerTuning | None) -> ServerArgs:
+    """The scenario's ``server:`` section filled in where the command line gave nothing."""
+    if section is None:
+        return replace(args, ready_path=args.ready_path or "/v1/models",
+                       ready_timeout_s=args.ready_timeout_s or 300.0)
+    search = args.search or [f"{k}={','.join(str(v) for v in values)}"
+                             for k, values in section.search.items()]
+    return replace(args, server_cmd=args.server_cmd or section.command, search=search,
+                   ready_path=args.ready_path or section.ready_path,
+                   ready_timeout_s=args.ready_timeout_s or section.ready_timeout_s)
 
 
 def slos_of(args: ServerArgs, scenario: Scenario | None) -> list[TokenSLO]:
@@ -81,6 +93,9 @@ def _lengths(args: ServerArgs, counter: TokenCounter | None) -> tuple[LengthDist
 
 def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> TuneOptions:
     """TuneOptions from the options and the scenario; every check happens here."""
+    args = with_section(args, scenario.server if scenario is not None else None)
+    assert args.server_cmd is not None and args.ready_path is not None
+    assert args.ready_timeout_s is not None
     from infertune.cli.loadtest import _token_counter
     from infertune.durations import parse_duration
     from infertune.loadgen.openai import APIS

@@ -19,8 +19,9 @@ its bytes; ``finish`` parses the events after the run and lines those readings u
 runner's records (which hold the intended and actual send offsets), so the schedule, the
 in-flight cap and client lag are exactly those of every other load test. Parsing after the run
 keeps the client's work per token to a clock reading and a list append while sends are due.
-A 2xx stream counts as answered only when it ended with ``data: [DONE]``; one cut short or
-ended without it is a ``stream_error``.
+A 2xx stream counts as answered only when it ended with ``data: [DONE]``, or, from a server
+that sends no sentinel (``transformers serve``), when its body ended as its framing said after
+an event naming a ``finish_reason``; one cut short or ended otherwise is a ``stream_error``.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ class _Stream:
     usage_cached: int | None = None  # usage.prompt_tokens_details.cached_tokens (vLLM's)
     server_ms: dict[str, float] = field(default_factory=dict)
     server_gaps_ms: list[float] = field(default_factory=list)
+    finished: bool = False  # an event named a finish_reason (the end, if no [DONE] follows)
 
 
 class OpenAITarget:
@@ -253,7 +255,8 @@ class OpenAITarget:
                 if self._event(line, now, stream, key):
                     return stream, True
         last = response.times[-1] if response.times else response.done
-        return stream, self._event(pending, last, stream, key)
+        ended = self._event(pending, last, stream, key)
+        return stream, ended or (response.complete and stream.finished)
 
     def _stream_record(self, r: RequestRecord, s: _Stream | None) -> StreamRecord:
         shift = r.sent_s - s.started if s is not None else 0.0
@@ -282,6 +285,8 @@ class OpenAITarget:
         if not isinstance(event, dict):
             return False
         text = _content(event, key)
+        if _finish_reason(event):
+            stream.finished = True
         if text:
             stream.tokens.append(now)
             stream.pieces.append(text)
@@ -314,6 +319,12 @@ def _content(event: dict[str, Any], key: str | None) -> str:
         return ""
     text = holder.get("content" if key else "text")
     return text if isinstance(text, str) else ""
+
+
+def _finish_reason(event: dict[str, Any]) -> bool:
+    choices = event.get("choices")
+    return (isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+            and isinstance(choices[0].get("finish_reason"), str))
 
 
 def _int(value: object) -> int | None:

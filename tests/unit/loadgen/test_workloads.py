@@ -169,3 +169,21 @@ def test_the_prefix_cache_reuses_whole_blocks_and_always_prefills_the_last_token
     assert cache.lookup(first).reused == 0
     cache.keep(list(range(5)), FakeKV(5))  # shorter than a block: not kept
     assert cache.lookup(list(range(5)) + [1]).reused == 0
+
+
+@pytest.mark.parametrize(("body", "complete", "status"), [
+    (b'data: {"choices": [{"delta": {}, "finish_reason": "length"}]}\n\n', True, "200"),
+    (b"", True, "stream_error"),  # framing ended, but no sign the answer was whole
+    (b'data: {"choices": [{"delta": {}, "finish_reason": "length"}]}\n\n', False,
+     "stream_error"),  # cut short
+])
+def test_a_stream_without_done_is_whole_only_when_it_finished_and_its_body_ended(
+        body: bytes, complete: bool, status: str) -> None:
+    """transformers serve ends its streams with a finish_reason and no [DONE] sentinel."""
+    target = OpenAITarget("http://127.0.0.1:1/v1/chat/completions", "openai-chat",
+                          build_prompts(WorkloadSpec(prompt_tokens=2, output_tokens=1, count=1)))
+    response = RawResponse(started=0.0, status="200", complete=complete)
+    response.add(0.5, b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n' + body)
+    target._responses = {0: response}
+    settled, _ = target.finish([RequestRecord(0, 0.0, 0.0, 0.6, "200")])
+    assert settled[0].status == status

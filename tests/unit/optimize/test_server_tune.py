@@ -7,12 +7,16 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from infertune.cli import main
+from infertune.cli.server_tune import ServerArgs, build_options
+from infertune.config import load_scenario
 from infertune.errors import ConfigError
 from infertune.loadgen.result import RequestRecord, summarise
 from infertune.loadgen.schedules import ScheduleSpec, build_schedule
@@ -267,3 +271,44 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _args(**changes: object) -> ServerArgs:
+    base = ServerArgs(server_cmd=None, search=[], slo=None, rate=None, probe_duration="5s",
+                      sweep_steps=3, api="openai-chat", shape="poisson", prompt_tokens=None,
+                      output_tokens=None, prompt_count=64, prefix_tokens=0, prefix_share=0.0,
+                      turns=1, prompt_lengths=None, prompts=None, tokenizer=None,
+                      warmup_requests=2, ready_path=None, ready_timeout_s=None,
+                      knob_check=True, seed=0)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_the_scenarios_server_section_fills_in_what_the_command_line_leaves_out(
+        tmp_path: Path) -> None:
+    path = tmp_path / "chat.yaml"
+    path.write_text(yaml.safe_dump({
+        "inputs": {"typical": {"prompt_tokens": 300, "output_tokens": 40}},
+        "slo": {"ttft_p95_ms": 800, "itl_p95_ms": 60}, "traffic": {"mean_rps": 3},
+        "deployment": {"cost_per_hour_usd": 0.8},
+        "server": {"command": VLLM, "search": {"seqs": [64, 128]}, "ready_timeout_s": 900}}))
+    scenario = load_scenario(path)
+    options = build_options(_args(), scenario, tmp_path / "out")
+    assert [c.id for c in options.command.candidates()] == ["seqs=64", "seqs=128"]
+    assert [s.key for s in options.slos] == ["ttft_p95_ms", "itl_p95_ms"]
+    assert (options.start_rate, options.cost_per_hour_usd, options.ready_timeout_s,
+            options.ready_path) == (3.0, 0.8, 900.0, "/v1/models")
+    assert (options.workload.prompt_tokens, options.workload.output_tokens) == (300, 40)
+    # the command line wins
+    options = build_options(_args(search=["seqs=8"], slo="itl_p99_ms=70", rate=5.0,
+                                  ready_path="/health"), scenario, tmp_path / "out")
+    assert [c.id for c in options.command.candidates()] == ["seqs=8"]
+    assert [s.key for s in options.slos] == ["itl_p99_ms"]
+    assert (options.start_rate, options.ready_path) == (5.0, "/health")
+
+
+def test_a_typo_in_the_server_section_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"server": {"comand": VLLM}}))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(path)
+    assert "server" in str(err.value) and "\n" not in str(err.value)
