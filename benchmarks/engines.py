@@ -28,6 +28,7 @@ import numpy as np
 
 from infertune.data import default_heldout
 from infertune.hardware import detect
+from infertune.libraries import quiet_libraries
 from infertune.measure.arm_process import ArmFailed, ArmProcess
 from infertune.models import load
 from infertune.optimize import PassContext, build_variants
@@ -36,7 +37,7 @@ from infertune.optimize.variant import predict_rows
 
 # one pass per engine x precision (the others are settings of these: threads, trimming)
 ENGINE_PASSES = ("torch_fp32", "torch_bf16", "torch_int8_dynamic", "torch_fp16",
-                 "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel", "ort_int8_mixed",
+                 "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel",
                  "ort_cuda_fp16", "ort_tensorrt_fp16",
                  "openvino_fp32", "openvino_bf16", "openvino_int8")
 REFERENCE = "torch_fp32"
@@ -160,6 +161,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="variants folder (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
+    quiet_libraries()
     texts = [str(x) for x in default_heldout().inputs]
     calls = {1: 5, 16: 2} if args.quick else {1: args.calls, 16: max(10, args.calls // 8)}
     # agreement is judged on texts the INT8 passes did not calibrate on

@@ -27,7 +27,7 @@ X86_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_t
              "amx_int8", "amx_bf16", "amx_fp16")
 ARM_FEATURES = {"asimd": "neon", "neon": "neon", "asimddp": "asimd_dotprod", "i8mm": "i8mm",
                 "bf16": "arm_bf16"}
-LIBRARIES = ("torch", "onnxruntime", "transformers", "numpy", "onnx")
+LIBRARIES = ("torch", "onnxruntime", "transformers", "numpy", "onnx", "openvino", "nncf")
 # INT8 dot products that cannot saturate with U8S8 operands at full 8-bit range
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 _NO_LIMIT_BYTES = 1 << 60  # cgroup v1 writes "no limit" as a number near 2**63

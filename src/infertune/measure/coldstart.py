@@ -24,7 +24,8 @@ from infertune.errors import InternalError
 SETTLE_WINDOW = 5
 SETTLE_TOLERANCE = 0.10
 
-RUNTIME_MODULES = {"torch": ["torch", "transformers"], "onnxruntime": ["onnxruntime"]}
+RUNTIME_MODULES = {"torch": ["torch", "transformers"], "onnxruntime": ["onnxruntime"],
+                   "openvino": ["openvino"]}
 
 _CHILD = r"""
 import importlib, json, sys, time

@@ -41,11 +41,13 @@ def variant_effort(manifest: dict[str, Any]) -> Rating:
     passes = [p.get("name", "") for p in manifest.get("passes", [])]
     runtime = manifest.get("runtime", "")
     precision = str(manifest.get("precision", ""))
+    engine = "OpenVINO" if runtime == "openvino" else "ONNX Runtime"
     if "int8" in precision or any("int8" in p or "quant" in p for p in passes):
-        return Rating("medium", "a new runtime (ONNX Runtime) and a quantized model file to "
+        return Rating("medium", f"a new runtime ({engine}) and a quantized model file to "
                       "version, ship and re-validate on every model update")
-    if runtime == "onnxruntime":
-        return Rating("medium", "export to ONNX and serve with ONNX Runtime; the tokenizer and "
+    if runtime in ("onnxruntime", "openvino"):
+        steps = "export to ONNX" + (", convert to OpenVINO IR" if runtime == "openvino" else "")
+        return Rating("medium", f"{steps} and serve with {engine}; the tokenizer and "
                       "pooling stay in Python")
     if any("compile" in p for p in passes):
         return Rating("medium", "torch.compile warm-up at start and recompiles on new shapes")

@@ -63,7 +63,8 @@ def tiny_registry() -> dict:
     from functools import partial
 
     from infertune.optimize.passes import REGISTRY
+    from infertune.optimize.passes.registry import Registry
     from infertune.optimize.passes.torch_compile import TorchCompilePass
 
-    kept = {k: v for k, v in REGISTRY.items() if not k.startswith("openvino_")}
+    kept = Registry({e.name: e for e in REGISTRY.entries() if not e.name.startswith("openvino_")})
     return kept | {"torch_compile": partial(TorchCompilePass, backend="eager")}

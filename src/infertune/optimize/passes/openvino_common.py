@@ -15,6 +15,7 @@ import random
 import tempfile
 import time
 from dataclasses import dataclass, replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from infertune.models.text import TextAdapter
 from infertune.models.variant import Manifest, PassRecord, ThreadSettings
 from infertune.optimize.passes._text import TOKENIZER_DIR
 from infertune.optimize.passes.base import PassContext
-from infertune.optimize.variant import Variant, fresh_dir, link_or_copy
+from infertune.optimize.passes.facts import QUANT_RATIO, CostFacts
+from infertune.optimize.variant import Variant, fresh_dir, library_versions, link_or_copy
 
 XML_FILE = "model.xml"
 # OpenVINO computes BF16 natively with these (AMX tiles, or AVX-512 BF16 dot products);
@@ -36,6 +38,24 @@ BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 # static shapes must beat dynamic ones by more than this share of p95 to be kept: fewer
 # compiled models (memory, compile time) wins a tie
 STATIC_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class OpenVinoCost:
+    """Estimated build seconds, scaled from the run's measured export and call times: the
+    conversion (taken as half an export: it reads the exported graph, no tracing), the shape
+    choice (both candidates on the sample inputs at batch 1, twice) and the build check; INT8
+    adds NNCF's calibration (taken as an onnxruntime quantize call) and two scoring runs on the
+    calibration inputs (NNCF's result and the f32 IR). Accuracy control, when the floor needs
+    it, costs more than this: a scoring run per layer it ranks."""
+
+    int8: bool = False
+
+    def build_s(self, f: CostFacts) -> float:
+        shapes = 4 * f.n_samples * f.call_ms / 1000.0
+        if self.int8:
+            return QUANT_RATIO * f.export + 2 * f.scored_s + f.check_s
+        return 0.5 * f.export + shapes + f.check_s
 
 
 def openvino_reason(ctx: PassContext) -> str | None:
@@ -73,7 +93,9 @@ def new_ir_folder(source: Variant, ctx: PassContext, name: str) -> tuple[Path, M
     manifest.threads = ThreadSettings()  # onnxruntime's; OpenVINO's are in manifest.openvino
     manifest.op_counts = {}
     manifest.agreement = None
-    manifest.libraries = {}
+    manifest.libraries = library_versions() | {
+        name: metadata.version(name) for name in ("openvino", "nncf")
+        if importlib.util.find_spec(name) is not None}
     manifest.fp32_layers = []
     return folder, manifest
 

@@ -14,10 +14,18 @@ from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, convert
 from infertune.models.variant import PassRecord
 from infertune.optimize.passes._priors import AMX_HAND
 from infertune.optimize.passes.base import PassContext
-from infertune.optimize.passes.facts import MEASURED_SPREAD, PassFacts, Prior, Priors, Requires
+from infertune.optimize.passes.facts import (
+    MEASURED_SPREAD,
+    InPlan,
+    PassFacts,
+    Prior,
+    Priors,
+    Requires,
+)
 from infertune.optimize.passes.openvino_common import (
     BF16_FLAGS,
     XML_FILE,
+    OpenVinoCost,
     bf16_reason,
     choose_shapes,
     new_ir_folder,
@@ -36,6 +44,7 @@ HINTS: dict[Precision, Literal["f32", "bf16"]] = {"fp32": "f32", "bf16": "bf16"}
     runtime="openvino", precision="fp32", requires=Requires(
         libraries=("openvino",), model_kinds=("text",)),
     priors=Priors({"amx": Prior(1.18, MEASURED_SPREAD, 1.0, AMX_HAND)}),
+    cost=OpenVinoCost(), plans=(InPlan("text", "full", 10),),
     summary="the ONNX export as OpenVINO IR, compiled in f32"))
 # bf16: 1.30x at p95 but 2.44x at p50 at batch 1 (its tail: recompiling new sequence lengths),
 # and 3.1x torch fp32's texts/s at batch 16 (700 against 225) in the same hand measurement
@@ -44,6 +53,7 @@ HINTS: dict[Precision, Literal["f32", "bf16"]] = {"fp32": "f32", "bf16": "bf16"}
         cpu_flags_any=BF16_FLAGS, libraries=("openvino",), model_kinds=("text",),
         why="elsewhere OpenVINO emulates bf16 or runs it as f32"),
     priors=Priors({"amx": Prior(1.30, MEASURED_SPREAD, 0.95, AMX_HAND)}),
+    cost=OpenVinoCost(), plans=(InPlan("text", "full", 11),),
     summary="the OpenVINO IR compiled with a bf16 inference precision"))
 class OpenVinoPass:
     source: str | None = "ort_fp32"

@@ -31,9 +31,10 @@ from infertune.errors import NotApplicableError
 from infertune.models.openvino_runner import OpenVinoSettings, OvRunner
 from infertune.models.variant import Agreement, PassRecord
 from infertune.optimize.passes.base import PassContext
-from infertune.optimize.passes.facts import PassFacts, Requires
+from infertune.optimize.passes.facts import InPlan, PassFacts, Requires
 from infertune.optimize.passes.openvino_common import (
     XML_FILE,
+    OpenVinoCost,
     new_ir_folder,
     openvino_reason,
     read_back,
@@ -56,6 +57,7 @@ def quiet_nncf() -> Iterator[None]:
 @register("openvino_int8", facts=PassFacts(
     runtime="openvino", precision="int8", requires=Requires(
         libraries=("openvino", "nncf"), model_kinds=("text",)),
+    cost=OpenVinoCost(int8=True), plans=(InPlan("text", "full", 12),),
     summary="NNCF INT8 of the OpenVINO IR, the quality floor in the loop"))
 class OpenVinoInt8Pass:
     name = "openvino_int8"
