@@ -12,18 +12,19 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from infertune.optimize.costs import CostFacts, build_s, screen_s, step_s
+from infertune.optimize.costs import build_s, screen_s, step_s
 from infertune.optimize.ordering import PlannedPass, SearchPlan, int8_path, plan_order
-from infertune.optimize.passes import REGISTRY, build_variants, create_pass
+from infertune.optimize.passes import REGISTRY, build_variants
 from infertune.optimize.passes._onnx import int8_schemes
 from infertune.optimize.passes._tensor import onnx_file
 from infertune.optimize.passes.base import PassContext, QualityTarget
-from infertune.optimize.passes.threads import OrtThreadsPass, Plan
+from infertune.optimize.passes.facts import RUNTIME_TITLES, CostFacts
+from infertune.optimize.passes.registry import PassFactory, Registry, as_registry
 from infertune.optimize.search import Progress
 from infertune.optimize.state import BuiltVariant, RunState
 from infertune.optimize.variant import Variant, VariantResult
@@ -33,65 +34,61 @@ Builder = Callable[[RunState, float, Progress], list[BuiltVariant]]
 BASELINE_PASS = "torch_fp32"
 # An .onnx baseline's own copy (ort_fp32 copies the file) stands for the baseline instead.
 ONNX_BASELINE_PASS = "ort_fp32"
-# The passes a full run builds, cheapest first. Left out by default: torch.compile (minutes of
-# compilation on 2 cores), static INT8 (calibration runs; on this model class dynamic INT8 with
-# accuracy-aware fallback is the stronger candidate), graph-level and trim variants (the fused
-# graph subsumes the first; input trimming is timed separately by optimize/inputs.py).
-FULL_PASSES = ("torch_fp32", "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel",
-               "ort_int8_threads_one", "ort_int8_mixed", "ort_int8_threads_cores_nospin",
-               "torch_bf16", "ort_int8_dynamic_per_tensor", "ort_threads_cores_nospin")
-# (most promising first: the budget may stop the build early)
-QUICK_PASSES = ("torch_fp32", "ort_fp32", "ort_fused", "ort_int8_dynamic_per_channel",
-                "ort_int8_threads_one")
-# A tensor model (an .onnx or torch file) has no transformer fusion; static INT8 is the
-# pass that covers Conv graphs, where dynamic INT8 does not apply.
-TENSOR_FULL_PASSES = ("ort_fp32", "ort_int8_dynamic_per_channel", "ort_int8_static_minmax",
-                      "ort_int8_threads_one", "ort_threads_cores_nospin", "ort_int8_mixed",
-                      "ort_int8_dynamic_per_tensor", "ort_int8_static_percentile")
-TENSOR_QUICK_PASSES = ("ort_fp32", "ort_int8_dynamic_per_channel", "ort_int8_static_minmax")
-NOT_RUN = ("torch_compile", "ort_int8_static_minmax", "ort_int8_static_entropy",
-           "ort_int8_static_percentile", "torch_int8_dynamic", "ort_graph_basic",
-           "ort_graph_extended", "ort_trim_p99", "ort_bucketed", "ort_threads_one",
-           "ort_threads_cores", "torch_fp16")
 
 
-class Int8ThreadsPass(OrtThreadsPass):
-    """Thread plans on top of the per-channel INT8 graph (the passes' own thread variants
-    start from the fp32 fused graph). Which plan wins depends on the machine and on what else
-    runs on it: on a busy 2-core container one intra-op thread without spinning beat two
-    spinning threads at p95 in our runs, while an idle machine favours two; so both are
-    built and the search measures them."""
-
-    source = "ort_int8_dynamic_per_channel"
-    fallback_source = None
-
-    def __init__(self, plan: Plan = "one") -> None:
-        super().__init__(plan)
-        self.name = f"ort_int8_threads_{plan}"
+def registry() -> Registry:
+    """The passes a run may build: every registered one."""
+    return REGISTRY
 
 
-def registry() -> dict[str, Any]:
-    return REGISTRY | {"ort_int8_threads_one": partial(Int8ThreadsPass, "one"),
-                       "ort_int8_threads_cores_nospin": partial(Int8ThreadsPass,
-                                                                "cores_nospin")}
+def planned(kind: str, full: bool, reg: Mapping[str, PassFactory] | None = None) -> list[str]:
+    """The passes a default plan builds for ``kind`` models (``full``: the quick plan's and the
+    full plan's), in the order their facts rank them (most promising first: the budget may
+    stop the build early)."""
+    found = as_registry(reg)
+    slots = [(slot.rank, e.name) for e in found.entries()
+             if (slot := e.facts.plan(kind)) is not None and (full or slot.tier == "quick")]
+    return [name for _, name in sorted(slots)]
 
 
-def plan_passes(quick: bool, budget_s: float, tensor: bool = False
-                ) -> tuple[list[str], list[str]]:
+def not_run(kind: str, reg: Mapping[str, PassFactory] | None = None) -> list[str]:
+    """Registered passes that apply to ``kind`` models but no default plan builds."""
+    found = as_registry(reg)
+    chosen = set(planned(kind, True, found))
+    return [e.name for e in found.entries() if e.name not in chosen
+            and (not e.facts.requires.model_kinds or kind in e.facts.requires.model_kinds)]
+
+
+# What the default plans are, as the passes' facts declare them. Left out of the full plan of
+# text models: torch.compile (minutes of compilation on 2 cores), static INT8 (calibration
+# runs; on this model class dynamic INT8 with accuracy-aware fallback is the stronger
+# candidate), graph-level and trim variants (the fused graph subsumes the first; input
+# trimming is timed separately by optimize/inputs.py). A tensor model (an .onnx or torch file)
+# has no transformer fusion; static INT8 is the pass that covers Conv graphs.
+FULL_PASSES = tuple(planned("text", True))
+QUICK_PASSES = tuple(planned("text", False))
+TENSOR_FULL_PASSES = tuple(planned("tensor", True))
+TENSOR_QUICK_PASSES = tuple(planned("tensor", False))
+
+
+def plan_passes(quick: bool, budget_s: float, tensor: bool = False,
+                reg: Mapping[str, PassFactory] | None = None) -> tuple[list[str], list[str]]:
     """(passes to build, passes left out for time) for this budget and kind of model."""
-    full_plan, quick_plan = ((TENSOR_FULL_PASSES, TENSOR_QUICK_PASSES) if tensor
-                             else (FULL_PASSES, QUICK_PASSES))
+    kind = "tensor" if tensor else "text"
     full = not quick and budget_s >= 45
-    chosen = list(full_plan if full else quick_plan)
+    full_plan = planned(kind, True, reg)
+    chosen = full_plan if full else planned(kind, False, reg)
     left = [p for p in full_plan if p not in chosen]
     return chosen, left
 
 
-def default_builder(state: RunState, budget_s: float, progress: Progress) -> list[BuiltVariant]:
+def default_builder(state: RunState, budget_s: float, progress: Progress,
+                    passes: Mapping[str, PassFactory] | None = None) -> list[BuiltVariant]:
     """Build the baseline's own variant and the ONNX export first (every ONNX pass derives
     from the export, and its measured time scales the cost of the rest), then the other passes
     in the order of their expected gain per second (ordering.py), each only while the build
-    share of the budget still covers its estimated cost."""
+    share of the budget still covers its estimated cost. ``passes``: the registry (default:
+    every registered pass); its facts decide the plan, the priors and the costs."""
     floor = state.options.scenario.constraints.quality_floor
     target = QualityTarget()
     if floor is not None and floor.min is not None and "cosine" in floor.metric:
@@ -104,12 +101,12 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
                       quality=target, max_calibration=64 if quick else 128,
                       n_samples=16 if quick else 32,
                       compile_budget_s=min(budget_s / 2, 120.0))
-    tensor = state.baseline.info.kind == "tensor"
-    names, left = plan_passes(quick, budget_s, tensor)
-    not_run = [p for p in NOT_RUN if p not in names] if tensor else list(NOT_RUN)
-    state.notes.append("passes not tried by default (slower or subsumed): " + ", ".join(not_run))
+    reg = as_registry(passes)
+    kind = state.baseline.info.kind
+    names, left = plan_passes(quick, budget_s, kind == "tensor", reg)
+    state.notes.append("passes not tried by default (slower or subsumed): "
+                       + ", ".join(not_run(kind, reg)))
     deadline = time.monotonic() + budget_s
-    reg = registry()
     built: dict[str, Variant] = {}
     results: list[VariantResult] = []
 
@@ -127,7 +124,7 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
     facts = measured_facts(state, ctx, results, onnx_baseline)
     for name in left:
         state.skip(f"variant {name}", f"not built: --quick, or only {budget_s:.0f} s of the "
-                   "budget was left for building", round(step_s(name, facts), 1))
+                   "budget was left for building", round(step_s(name, facts, reg), 1))
     followed: list[PlannedPass] = []
     todo = [n for n in names if n not in first]
     while todo:
@@ -135,11 +132,12 @@ def default_builder(state: RunState, budget_s: float, progress: Progress) -> lis
         # node count, for one) that changes what the rest costs
         # every pass tried counts as done, built or not: a source that did not build is not
         # tried again (its dependants fall back or are skipped by build_variants)
-        plan = plan_order(todo, hw, partial(_step_s, facts), _sources(reg),
-                          done=[r.pass_name for r in results], basis=facts.basis)
+        plan = plan_order(todo, hw, partial(_step_s, facts, reg), _sources(reg),
+                          done=[r.pass_name for r in results], basis=facts.basis,
+                          registry=reg)
         nxt = plan.passes[0]
         chain = [p for p in plan.passes[:plan.names.index(nxt.needed_by or nxt.name) + 1]]
-        need = sum(build_s(p.name, facts) for p in chain)
+        need = sum(build_s(p.name, facts, reg) for p in chain)
         left_s = deadline - time.monotonic()
         if need > left_s:
             # the next pass (with the sources it needs) does not fit: leave it out, and its
@@ -192,18 +190,18 @@ def measured_facts(state: RunState, ctx: PassContext, results: list[VariantResul
     return state.cost_facts
 
 
-def _step_s(facts: CostFacts, name: str) -> float:
-    return step_s(name, facts)
+def _step_s(facts: CostFacts, reg: Registry, name: str) -> float:
+    return step_s(name, facts, reg)
 
 
 def _median(values: list[float]) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
-def _sources(reg: dict[str, Any]) -> Callable[[str], list[str]]:
+def _sources(reg: Registry) -> Callable[[str], list[str]]:
     """Pass name -> the passes build_variants builds before it (source and fallback)."""
     def sources(name: str) -> list[str]:
-        made = create_pass(name, reg)
+        made = reg.create(name)
         return [s for s in (made.source, made.fallback_source) if s is not None]
     return sources
 
@@ -221,6 +219,6 @@ def _built(result: VariantResult, baseline_pass: str = BASELINE_PASS) -> BuiltVa
 
 def _title(manifest: dict[str, Any]) -> str:
     name = str(manifest.get("runtime", ""))
-    runtime = {"onnxruntime": "ONNX Runtime", "torch": "PyTorch"}.get(name, name)
+    runtime = RUNTIME_TITLES.get(name, name)
     passes = ", ".join(p["name"] for p in manifest.get("passes", [])) or "no passes"
     return f"{runtime} {manifest.get('precision', '')} ({passes})"

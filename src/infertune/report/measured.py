@@ -15,7 +15,7 @@ figure; it is usually not the target hardware.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from infertune.measure.diagnosis import stage_likelihood
 from infertune.measure.stages import StageReport, time_requests
 from infertune.models import load as load_model
 from infertune.models.base import Adapter
+from infertune.optimize.passes.registry import PassFactory, as_registry
 from infertune.optimize.quickcheck import CheckVariants, VariantCheck
 from infertune.report.schema import (
     DiagnosisItem,
@@ -41,9 +42,20 @@ from infertune.report.schema import (
 STAGE_NAMES = {"preprocess": "preprocessing / tokenisation", "forward": "forward pass",
                "postprocess": "postprocessing", "overhead": "glue between stages"}
 CDF_POINTS = 50
-# variant pass -> the knowledge-base option whose p50/p95 impact it measures
-VARIANT_OPTIONS = {"ort_fused": "ort-fusion", "ort_int8_dynamic_per_channel": "int8-cpu"}
 VARIANT_INPUTS = 32  # calibration and A/B inputs: enough to cover lengths, quick to build
+
+
+def variant_options(registry: Mapping[str, PassFactory] | None = None) -> dict[str, str]:
+    """Pass -> the knowledge-base option whose p50/p95 impact its variant measures, as each
+    pass declares it (``PassFacts.option``), in the text plan's order."""
+    entries = [e for e in as_registry(registry).entries() if e.facts.option is not None]
+    slots = [(slot.rank if (slot := e.facts.plan("text")) is not None else 1 << 30, e.name,
+              e.facts.option) for e in entries]
+    return {name: option for _, name, option in sorted(slots) if option is not None}
+
+
+# variant pass -> the knowledge-base option whose p50/p95 impact it measures
+VARIANT_OPTIONS = variant_options()
 
 
 def add_measurements(report: Report, scenario: Scenario, model_ref: str, *,

@@ -18,7 +18,7 @@ EXPECTED_BUILT = {
     "ort_int8_dynamic_per_channel", "ort_int8_static_minmax", "ort_int8_static_entropy",
     "ort_int8_static_percentile", "ort_int8_mixed", "ort_int8_mixed_per_channel",
     "ort_threads_one", "ort_threads_cores", "ort_threads_cores_nospin", "ort_trim_p99",
-    "ort_bucketed",
+    "ort_bucketed", "ort_int8_threads_one", "ort_int8_threads_cores_nospin",
 }
 
 

@@ -1,6 +1,26 @@
-"""Optimization passes: a typed registry and ``build_variants``, which runs the passes in
-order, builds the variants each depends on first, checks every variant it builds, and turns
-any failure into a "skipped: reason" result instead of a crash.
+"""Optimization passes: one registry of passes that carry their own facts, and
+``build_variants``, which runs the passes in order, builds the variants each depends on first,
+checks every variant it builds, and turns any failure into a "skipped: reason" result instead
+of a crash.
+
+Adding a pass (or an engine) is one module in this package plus its tests: every module here
+whose name does not start with "_" is imported below, and registers its passes with the facts
+the search reads (facts.py: runtime, precision, where it applies, priors per hardware path with
+their sources, cost model, default plans)::
+
+    from infertune.optimize.passes.facts import InPlan, PassFacts, Prior, Priors, Requires
+    from infertune.optimize.passes.registry import register
+
+    @register("openvino_bf16", precision="bf16", facts=PassFacts(   # kwargs go to __init__
+        runtime="openvino", precision="bf16",
+        requires=Requires(cpu_flags_any=("amx_bf16", "avx512_bf16"), libraries=("openvino",)),
+        priors=Priors({"amx": Prior(1.30, 0.35, 0.95, "measured: ... where, when")}),
+        plans=(InPlan("text", "full", 10),)))      # in the full plan of text models
+    class OpenVinoPass:   # the Pass protocol (base.py): name, source, fallback_source,
+        ...               # applies(ctx), apply(source, ctx), settings()
+
+The builder's plans, the build order's priors (ordering.py), the cost estimates (costs.py),
+the report's measured options and ``infertune doctor`` then see it with no other edit.
 
 Sources: torch passes and ``ort_fp32`` start from the baseline; the other onnxruntime passes
 derive from ``ort_fp32`` (the plain export, or a copy of an .onnx baseline) or ``ort_fused``
@@ -9,70 +29,42 @@ derive from ``ort_fp32`` (the plain export, or a copy of an .onnx baseline) or `
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import shutil
 import time
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Callable, Mapping, Sequence
 
-from infertune.errors import ConfigError, InfertuneError, InternalError, NotApplicableError
+from infertune.errors import InfertuneError, InternalError, NotApplicableError
 from infertune.models.base import Adapter
 from infertune.optimize.passes.base import Pass, PassContext, QualityTarget
-from infertune.optimize.passes.mixed_precision import MixedPrecisionPass
-from infertune.optimize.passes.onnx_export import OnnxExportPass
-from infertune.optimize.passes.ort_dynamic_int8 import OrtDynamicInt8Pass
-from infertune.optimize.passes.ort_fusion import OrtFusionPass
-from infertune.optimize.passes.ort_graph import OrtGraphLevelPass
-from infertune.optimize.passes.ort_static_int8 import OrtStaticInt8Pass
-from infertune.optimize.passes.threads import OrtThreadsPass
-from infertune.optimize.passes.torch_bf16 import TorchBf16Pass
-from infertune.optimize.passes.torch_compile import TorchCompilePass
-from infertune.optimize.passes.torch_eager import TorchEagerPass
-from infertune.optimize.passes.torch_fp16 import TorchFp16Pass
-from infertune.optimize.passes.torch_int8 import TorchInt8DynamicPass
-from infertune.optimize.passes.trim import BucketPass, TrimPass
+from infertune.optimize.passes.facts import PassFacts
+from infertune.optimize.passes.registry import (
+    REGISTRY,
+    PassFactory,
+    Registry,
+    as_registry,
+    create_pass,
+    register,
+)
 from infertune.optimize.variant import Variant, VariantResult, agreement, predict_rows
 
-PassFactory = Callable[[], Pass]
-
-# name -> factory; the name is also the variant id and folder name.
-REGISTRY: dict[str, PassFactory] = {
-    "torch_fp32": TorchEagerPass,
-    "torch_bf16": TorchBf16Pass,
-    "torch_fp16": TorchFp16Pass,
-    "torch_compile": TorchCompilePass,
-    "torch_int8_dynamic": TorchInt8DynamicPass,
-    "ort_fp32": OnnxExportPass,
-    "ort_graph_basic": partial(OrtGraphLevelPass, "basic"),
-    "ort_graph_extended": partial(OrtGraphLevelPass, "extended"),
-    "ort_fused": OrtFusionPass,
-    "ort_int8_dynamic_per_tensor": partial(OrtDynamicInt8Pass, per_channel=False),
-    "ort_int8_dynamic_per_channel": partial(OrtDynamicInt8Pass, per_channel=True),
-    "ort_int8_static_minmax": partial(OrtStaticInt8Pass, "minmax"),
-    "ort_int8_static_entropy": partial(OrtStaticInt8Pass, "entropy"),
-    "ort_int8_static_percentile": partial(OrtStaticInt8Pass, "percentile"),
-    "ort_int8_mixed": MixedPrecisionPass,  # per-tensor INT8 + the fp32 layers the floor needs
-    # per-channel base: for floors above what all-INT8 per-channel meets
-    "ort_int8_mixed_per_channel": partial(MixedPrecisionPass, per_channel=True),
-    "ort_threads_one": partial(OrtThreadsPass, "one"),
-    "ort_threads_cores": partial(OrtThreadsPass, "cores"),
-    "ort_threads_cores_nospin": partial(OrtThreadsPass, "cores_nospin"),
-    "ort_trim_p99": TrimPass,
-    "ort_bucketed": BucketPass,
-}
+_NOT_PASSES = ("base", "facts", "registry")
 
 
-def create_pass(name: str, registry: dict[str, PassFactory] | None = None) -> Pass:
-    registry = REGISTRY if registry is None else registry
-    if name not in registry:
-        raise ConfigError(f"unknown pass {name!r}; choose from {', '.join(registry)}")
-    made = registry[name]()
-    if made.name != name:
-        raise InternalError(f"registry entry {name!r} builds a pass named {made.name!r}")
-    return made
+def _import_pass_modules() -> None:
+    """Import every pass module of this package, so each registers its passes (a module is
+    the unit of extension: no list of them to keep here)."""
+    for found in pkgutil.iter_modules(__path__):
+        if not found.name.startswith("_") and found.name not in _NOT_PASSES:
+            importlib.import_module(f"{__name__}.{found.name}")
+
+
+_import_pass_modules()
 
 
 def build_variants(baseline: Adapter, ctx: PassContext, names: Sequence[str] | None = None,
-                   registry: dict[str, PassFactory] | None = None,
+                   registry: Mapping[str, PassFactory] | None = None,
                    on_result: Callable[[VariantResult], None] | None = None,
                    built: dict[str, Variant] | None = None) -> list[VariantResult]:
     """Build the named variants (all registered ones when None) plus the sources they need.
@@ -82,25 +74,25 @@ def build_variants(baseline: Adapter, ctx: PassContext, names: Sequence[str] | N
     ``built``: variants built by an earlier call (name -> Variant), used as sources and not
     rebuilt; it is filled in with what this call builds, so a caller can build one pass at a
     time in an order it decides."""
-    registry = REGISTRY if registry is None else registry
+    reg = as_registry(registry)
     if ctx.baseline is not baseline:
         raise InternalError("build_variants: ctx.baseline must be the baseline passed in")
-    passes = {name: create_pass(name, registry) for name in (names or list(registry))}
-    order = _with_sources(list(passes), registry)
+    passes = {name: reg.create(name) for name in (names or list(reg))}
+    order = _with_sources(list(passes), reg)
     built = {} if built is None else built
     results: list[VariantResult] = []
     for name in order:
         if name in built:
             continue
-        pass_ = passes.get(name) or create_pass(name, registry)
-        result = _run_one(pass_, built, ctx)
+        pass_ = passes.get(name) or reg.create(name)
+        result = _run_one(pass_, reg.facts(name), built, ctx)
         results.append(result)
         if on_result is not None:
             on_result(result)
     return results
 
 
-def _with_sources(names: list[str], registry: dict[str, PassFactory]) -> list[str]:
+def _with_sources(names: list[str], registry: Registry) -> list[str]:
     order: list[str] = []
 
     def visit(name: str, chain: tuple[str, ...]) -> None:
@@ -108,7 +100,7 @@ def _with_sources(names: list[str], registry: dict[str, PassFactory]) -> list[st
             return
         if name in chain:
             raise InternalError(f"pass sources form a cycle: {' -> '.join((*chain, name))}")
-        made = create_pass(name, registry)
+        made = registry.create(name)
         for source in (made.source, made.fallback_source):
             if source is not None:
                 visit(source, (*chain, name))
@@ -119,7 +111,8 @@ def _with_sources(names: list[str], registry: dict[str, PassFactory]) -> list[st
     return order
 
 
-def _run_one(pass_: Pass, built: dict[str, Variant], ctx: PassContext) -> VariantResult:
+def _run_one(pass_: Pass, facts: PassFacts, built: dict[str, Variant],
+             ctx: PassContext) -> VariantResult:
     started = time.perf_counter()
 
     def skipped(reason: str) -> VariantResult:
@@ -134,7 +127,8 @@ def _run_one(pass_: Pass, built: dict[str, Variant], ctx: PassContext) -> Varian
             wanted = f"{source!r}" + (f" or {fallback!r}" if fallback else "")
             return skipped(f"needs variant {wanted}, which was not built")
         source = fallback
-    reason = pass_.applies(ctx)
+    # the pass's own rule first (it knows the model), then the hardware its facts declare
+    reason = pass_.applies(ctx) or facts.reason(ctx.hardware, ctx.baseline.info.kind)
     if reason is not None:
         return skipped(reason)
     try:
@@ -175,5 +169,5 @@ def check_variant(variant: Variant, ctx: PassContext) -> Variant:
     return variant
 
 
-__all__ = ["REGISTRY", "Pass", "PassContext", "QualityTarget", "build_variants",
-           "check_variant", "create_pass"]
+__all__ = ["REGISTRY", "Pass", "PassContext", "PassFactory", "PassFacts", "QualityTarget",
+           "Registry", "build_variants", "check_variant", "create_pass", "register"]

@@ -21,6 +21,7 @@ from infertune.models.runners import OrtRunner, ort_session
 from infertune.models.variant import Agreement, PassRecord
 from infertune.optimize.passes._text import TOKENIZER_DIR
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import Requires
 from infertune.optimize.variant import (
     Variant,
     agreement,
@@ -29,6 +30,9 @@ from infertune.optimize.variant import (
     link_or_copy,
     predict_rows,
 )
+
+# what every onnxruntime pass needs installed
+ORT = Requires(libraries=("onnx", "onnxruntime"))
 
 MODEL_FILE = "model.onnx"
 # Operators whose presence in the saved graph proves a fusion or quantization happened.

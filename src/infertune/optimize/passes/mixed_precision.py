@@ -16,9 +16,12 @@ from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.models.variant import Agreement, Fp32Layer, Manifest, PassRecord
-from infertune.optimize.passes._onnx import OrtDerivedPass, int8_scheme, score_graph
+from infertune.optimize.passes._onnx import ORT, OrtDerivedPass, int8_scheme, score_graph
+from infertune.optimize.passes._priors import int8_priors
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import InPlan, PassFacts, QuantizeCost
 from infertune.optimize.passes.ort_dynamic_int8 import quantize_dynamic_file
+from infertune.optimize.passes.registry import register
 
 
 @dataclass
@@ -28,6 +31,15 @@ class Sensitivity:
     mean_cosine: float  # final-output mean cosine with only this node quantized
 
 
+@register("ort_int8_mixed", facts=PassFacts(
+    runtime="onnxruntime", precision="int8-mixed", requires=ORT,
+    priors=int8_priors(1.53, 0.95), cost=QuantizeCost("mixed"),
+    plans=(InPlan("text", "full", 5), InPlan("tensor", "full", 5)),
+    summary="per-tensor INT8 with the layers the quality floor needs kept in fp32"))
+# per-channel base: for floors above what all-INT8 per-channel meets
+@register("ort_int8_mixed_per_channel", per_channel=True, facts=PassFacts(
+    runtime="onnxruntime", precision="int8-mixed", requires=ORT, cost=QuantizeCost("mixed"),
+    summary="per-channel INT8 with the layers the quality floor needs kept in fp32"))
 class MixedPrecisionPass(OrtDerivedPass):
     source = "ort_fused"
     fallback_source = "ort_fp32"

@@ -20,6 +20,7 @@ from typing import Any
 
 from infertune.models.variant import PassRecord, ThreadSettings
 from infertune.optimize.passes._onnx import MODEL_FILE, op_counts
+from infertune.optimize.passes._priors import avx2_measured
 from infertune.optimize.passes._tensor import (
     export_tensor_module,
     onnx_file,
@@ -28,11 +29,18 @@ from infertune.optimize.passes._tensor import (
 )
 from infertune.optimize.passes._text import hf_reason, require_hf, save_tokenizer, text_manifest
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import ExportCost, InPlan, PassFacts, Requires
+from infertune.optimize.passes.registry import register
 from infertune.optimize.variant import Variant, finalize, fresh_dir
 
 OPSET = 17
 
 
+@register("ort_fp32", facts=PassFacts(
+    runtime="onnxruntime", precision="fp32", requires=Requires(libraries=("onnx", "onnxruntime")),
+    priors=avx2_measured(1.41, 1.0), cost=ExportCost(1.0),
+    plans=(InPlan("text", "quick", 1), InPlan("tensor", "quick", 0)),
+    summary="the ONNX export (or a copy of an .onnx baseline) on onnxruntime's CPU provider"))
 class OnnxExportPass:
     name = "ort_fp32"
     source: str | None = None

@@ -19,8 +19,11 @@ from typing import Any, Literal
 from infertune.errors import NotApplicableError
 from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.passes._onnx import OrtDerivedPass
+from infertune.optimize.passes._priors import avx2_measured
 from infertune.optimize.passes._text import hf_reason
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import FUSE_RATIO, ExportCost, InPlan, PassFacts, Requires
+from infertune.optimize.passes.registry import register
 
 # Hugging Face model types whose encoder layout the "bert" fusion patterns match.
 BERT_LIKE = ("bert", "roberta", "xlm-roberta", "distilbert", "camembert", "electra", "mpnet")
@@ -32,6 +35,12 @@ SKIP_LN_OPTIMIZER = "SkipLayerNormFusion"
 SkipLayerNormMode = Literal["auto", "fused", "unfused"]
 
 
+@register("ort_fused", facts=PassFacts(
+    runtime="onnxruntime", precision="fp32", requires=Requires(
+        libraries=("onnx", "onnxruntime"), model_kinds=("text",)),
+    priors=avx2_measured(1.62, 1.0), cost=ExportCost(FUSE_RATIO),
+    plans=(InPlan("text", "quick", 2),), option="ort-fusion",
+    summary="onnxruntime's transformer fusions (Attention, GELU, LayerNorm)"))
 class OrtFusionPass(OrtDerivedPass):
     """``skip_layernorm``: "auto" times both forms here and keeps the faster; "fused" and
     "unfused" force one (for benchmarks and tests)."""

@@ -5,10 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from infertune.models.variant import GraphLevel, Manifest, PassRecord
-from infertune.optimize.passes._onnx import OrtDerivedPass
+from infertune.optimize.passes._onnx import ORT, OrtDerivedPass
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import PassFacts, SettingCost
+from infertune.optimize.passes.registry import register
 
 
+@register("ort_graph_basic", level="basic", facts=PassFacts(
+    runtime="onnxruntime", precision="fp32", requires=ORT, cost=SettingCost(),
+    summary="onnxruntime's basic graph optimizations at load"))
+@register("ort_graph_extended", level="extended", facts=PassFacts(
+    runtime="onnxruntime", precision="fp32", requires=ORT, cost=SettingCost(),
+    summary="onnxruntime's extended graph optimizations at load"))
 class OrtGraphLevelPass(OrtDerivedPass):
     source = "ort_fp32"
 

@@ -11,8 +11,15 @@ import dataclasses
 from infertune.models.variant import TorchRecipe
 from infertune.optimize.passes._torch import TorchVariantPass
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import TORCH_COPY_RATIO, ExportCost, PassFacts, Requires
+from infertune.optimize.passes.registry import register
 
 
+@register("torch_compile", facts=PassFacts(
+    runtime="torch", precision="fp32", requires=Requires(
+        libraries=("torch", "transformers"), model_kinds=("text",)),
+    cost=ExportCost(TORCH_COPY_RATIO, check=True),
+    summary="torch.compile (inductor; needs a C++ compiler on CPU), minutes to compile"))
 class TorchCompilePass(TorchVariantPass):
     name = "torch_compile"
     precision = "fp32"

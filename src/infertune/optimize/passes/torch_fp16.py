@@ -12,6 +12,8 @@ from infertune.models.gpu import fp16_gpu_reason
 from infertune.models.variant import TorchRecipe
 from infertune.optimize.passes._torch import TorchVariantPass
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import TORCH_COPY_RATIO, ExportCost, PassFacts, Requires
+from infertune.optimize.passes.registry import register
 
 
 def torch_sees_cuda() -> bool:
@@ -20,6 +22,11 @@ def torch_sees_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+@register("torch_fp16", facts=PassFacts(
+    runtime="torch", precision="fp16", device="gpu", requires=Requires(
+        gpu_capability=7.0, libraries=("torch", "transformers"), model_kinds=("text",),
+        why="FP16 tensor cores (Volta+); CPUs lack fast FP16 matmuls"),
+    cost=ExportCost(TORCH_COPY_RATIO), summary="torch FP16 on CUDA"))
 class TorchFp16Pass(TorchVariantPass):
     name = "torch_fp16"
     precision = "fp16"

@@ -10,8 +10,14 @@ import importlib.util
 from infertune.models.variant import TorchRecipe
 from infertune.optimize.passes._torch import TorchVariantPass
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import TORCH_COPY_RATIO, ExportCost, PassFacts, Requires
+from infertune.optimize.passes.registry import register
 
 
+@register("torch_int8_dynamic", facts=PassFacts(
+    runtime="torch", precision="int8", requires=Requires(
+        libraries=("torch", "transformers"), model_kinds=("text",)),
+    cost=ExportCost(TORCH_COPY_RATIO), summary="torch dynamic INT8 (torchao)"))
 class TorchInt8DynamicPass(TorchVariantPass):
     name = "torch_int8_dynamic"
     precision = "int8"

@@ -14,10 +14,17 @@ import numpy as np
 from infertune.errors import NotApplicableError
 from infertune.models.text import TextAdapter
 from infertune.models.variant import Manifest, PassRecord
-from infertune.optimize.passes._onnx import OrtDerivedPass
+from infertune.optimize.passes._onnx import ORT, OrtDerivedPass
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import PassFacts, Requires
+from infertune.optimize.passes.registry import register
+
+TEXT_ORT = Requires(libraries=ORT.libraries, model_kinds=("text",))
 
 
+@register("ort_trim_p99", facts=PassFacts(
+    runtime="onnxruntime", precision="fp32", requires=TEXT_ORT,
+    summary="inputs trimmed to the held-out set's p99 token length"))
 class TrimPass(OrtDerivedPass):
     source = "ort_fused"
 
@@ -55,6 +62,9 @@ class TrimPass(OrtDerivedPass):
                               f"{len(lengths)} held-out inputs would be truncated")
 
 
+@register("ort_bucketed", facts=PassFacts(
+    runtime="onnxruntime", precision="fp32", requires=TEXT_ORT,
+    summary="inputs padded to a few length buckets"))
 class BucketPass(OrtDerivedPass):
     source = "ort_fused"
     name = "ort_bucketed"
