@@ -89,6 +89,15 @@ def register(app: typer.Typer) -> None:
         sweep: Annotated[bool, typer.Option(
             help="find the highest rate meeting --slo (open-loop runs from --rate)")] = False,
         sweep_steps: Annotated[int, typer.Option(help="most runs in a sweep")] = 8,
+        prefix_tokens: Annotated[int, typer.Option(
+            help="synthetic prompts: words of a shared system prompt")] = 0,
+        prefix_share: Annotated[float, typer.Option(
+            help="share of the prompts (0..1) that start with the shared prefix")] = 0.0,
+        turns: Annotated[int, typer.Option(
+            help="synthetic multi-turn sessions: each turn resends the history")] = 1,
+        prompt_lengths: Annotated[str | None, typer.Option(
+            help="synthetic user-turn lengths: N, uniform:LOW,HIGH or lognormal:MEDIAN,SIGMA"
+        )] = None,
     ) -> None:
         """Open-loop load test at a production traffic shape (latency from intended send)."""
         from infertune.loadgen.runner import RunOptions
@@ -109,7 +118,8 @@ def register(app: typer.Typer) -> None:
                               "(or pass --schedule-only)")
         if api != "json" or slo is not None or sweep:
             stream = StreamArgs(api, slo, prompts, prompt_tokens, output_tokens, model_name,
-                                tokenizer, timeout_s, sweep, sweep_steps)
+                                tokenizer, timeout_s, sweep, sweep_steps, prefix_tokens,
+                                prefix_share, turns, prompt_lengths)
             _run_streaming(target, spec, stream, options, json_out)
             return
         policy_args = {"max_batch_size": max_batch_size, "max_wait_ms": max_wait_ms,
@@ -248,6 +258,15 @@ class StreamArgs:
     timeout_s: float
     sweep: bool
     sweep_steps: int
+    prefix_tokens: int = 0
+    prefix_share: float = 0.0
+    turns: int = 1
+    prompt_lengths: str | None = None
+
+    @property
+    def workload(self) -> bool:
+        """A shaped prompt mix (loadgen/workloads.py) rather than plain synthetic prompts."""
+        return bool(self.prefix_tokens or self.turns > 1 or self.prompt_lengths)
 
     def __post_init__(self) -> None:
         if self.api not in ("openai-chat", "openai-completions"):
@@ -266,11 +285,25 @@ def _stream_target(url: str, args: StreamArgs) -> Any:
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--api {args.api} streams from an http(s) URL, got {url!r}; write "
                           "it like http://127.0.0.1:8000/v1/chat/completions")
+    if args.prompts is not None and args.workload:
+        raise ConfigError("--prefix-tokens, --turns and --prompt-lengths shape synthetic "
+                          "prompts; drop them with --prompts FILE")
     prompts = (load_prompts(args.prompts, args.output_tokens) if args.prompts is not None
+               else _workload(args) if args.workload
                else synthetic_prompts(args.prompt_tokens, args.output_tokens))
     counter = _token_counter(args.tokenizer) if args.tokenizer is not None else None
     return OpenAITarget(url, args.api, prompts,  # type: ignore[arg-type]
                         model=args.model_name, timeout_s=args.timeout_s, count_tokens=counter)
+
+
+def _workload(args: StreamArgs) -> Any:
+    from infertune.loadgen.workloads import WorkloadSpec, build_prompts, parse_lengths
+
+    lengths = parse_lengths(args.prompt_lengths) if args.prompt_lengths else None
+    return build_prompts(WorkloadSpec(
+        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+        count=max(64, args.turns * 16), prefix_tokens=args.prefix_tokens,
+        prefix_share=args.prefix_share, turns=args.turns, lengths=lengths))
 
 
 def _token_counter(folder: Path) -> Any:
@@ -306,10 +339,17 @@ def _run_streaming(url: str, spec: Any, args: StreamArgs, options: RunOptions,
         return result
 
     if not args.sweep:
+        from infertune.loadgen.workloads import prefix_reuse
+
         result = run_at(spec.rate)
+        reuse = prefix_reuse(target.prompts, len(last))
         _print_stream(result)
+        typer.echo(f"prefix reuse sent: {reuse.share:.0%} of the prompt characters had been "
+                   f"sent before in this run ({reuse.requests_reusing} of {reuse.requests} "
+                   "requests reused at least 64)" + _cached(last))
         payload = {"schema": "infertune.loadtest-stream/v1", "spec": spec.to_dict(),
-                   "result": result.to_dict(), "requests": [per_request(r) for r in last]}
+                   "result": result.to_dict(), "requests": [per_request(r) for r in last],
+                   "prefix_reuse": reuse.model_dump()}
     else:
         found = sweep(run_at, spec.rate, max_steps=args.sweep_steps)
         _print_sweep(found)
@@ -319,6 +359,15 @@ def _run_streaming(url: str, spec: Any, args: StreamArgs, options: RunOptions,
         from infertune.cli._common import write_json
 
         write_json(json_out, payload)
+
+
+def _cached(records: list[Any]) -> str:
+    """The server's own count of prompt tokens served from its prefix cache, if it sent one."""
+    pairs = [(r.cached_tokens, r.prompt_tokens) for r in records if r.ok]
+    if not pairs or any(c is None or not p for c, p in pairs):
+        return ""
+    share = sum(c for c, _ in pairs) / sum(p for _, p in pairs)
+    return f"; the server took {share:.0%} of prompt tokens from its cache"
 
 
 def _run_stream(schedule: Any, target: Any, options: Any, slos: Any) -> tuple[Any, list[Any]]:

@@ -161,6 +161,8 @@ def print_table(report: ServerTuneReport) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # a pipe or a log file: no 80-column squeeze of the figures
+        console = Console(width=160)
     table = Table("#", "config", "goodput@SLO req/s", "rate", "TTFT p95 ms [CI]",
                   "ITL p95 ms [CI]", "cost/1k", "RSS MiB", "round",
                   title=f"{report.command_template}", title_justify="left",

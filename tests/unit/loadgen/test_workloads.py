@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sse_server import Event, Script, ScriptedSSE, chat_tokens
 
+from infertune.cli import main
 from infertune.errors import ConfigError, DataError
 from infertune.loadgen.http_stream import RawResponse
 from infertune.loadgen.openai import OpenAITarget
@@ -187,3 +189,30 @@ def test_a_stream_without_done_is_whole_only_when_it_finished_and_its_body_ended
     target._responses = {0: response}
     settled, _ = target.finish([RequestRecord(0, 0.0, 0.0, 0.6, "200")])
     assert settled[0].status == status
+
+
+@pytest.mark.timeout(60)
+def test_loadtest_sends_a_shared_prefix_and_reports_the_reuse(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    usage = {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 1,
+                                      "prompt_tokens_details": {"cached_tokens": 30}}}
+    script = Script(events=[*chat_tokens(["a"], 0.0, 0.0)[:1], Event(0.0, usage)])
+    out = tmp_path / "out.json"
+    server = ScriptedSSE(lambda n, body: script)
+    with server as url:
+        rc = main(["loadtest", url, "--api", "openai-chat", "--shape", "constant", "--rate",
+                   "10", "--duration", "1s", "--prompt-tokens", "6", "--output-tokens", "1",
+                   "--prefix-tokens", "30", "--prefix-share", "1", "--json", str(out)])
+    assert rc == 0
+    systems = {b["messages"][0]["content"] for b in server.bodies}
+    assert len(server.bodies) == 10 and len(systems) == 1
+    assert len(next(iter(systems)).split()) == 30
+    reuse = json.loads(out.read_text())["prefix_reuse"]
+    assert reuse["requests"] == 10 and reuse["requests_reusing"] == 9
+    text = capsys.readouterr().out
+    assert (f"prefix reuse sent: {reuse['share']:.0%} of the prompt characters had been sent "
+            "before in this run (9 of 10 requests reused at least 64); the server took 75% of "
+            "prompt tokens from its cache") in text.replace("\n", " ")
+    assert main(["loadtest", url, "--api", "openai-chat", "--prompts", str(out),
+                 "--prefix-tokens", "3"]) == 1
+    assert "drop them with --prompts FILE" in capsys.readouterr().err

@@ -216,7 +216,7 @@ def test_the_report_round_trips_and_renders_without_recomputing(tmp_path: Path) 
     assert ttft is not None
     assert (f"| 1 | `seqs=4` | {row.goodput_rps:.2f} | 2 | {ttft.p50.text()} / "
             f"{ttft.p95.text()} |") in md
-    assert "$0.1110 | 321 | 0 |" in md and "srv --seqs 4\n```" in md
+    assert "$0.1110 | 321 | 0% (not reported) | 0 |" in md and "srv --seqs 4\n```" in md
 
 
 def test_cli_errors_before_any_server_starts(tmp_path: Path,

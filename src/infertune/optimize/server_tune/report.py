@@ -1,10 +1,11 @@
 """The server-tuning report: typed (one pydantic base, round-tripped by pydantic, never by
 hand), written as server_tune.json and rendered to server_tune.md from that JSON alone.
 
-Candidates are ranked by how far the search took them (the winner survived every round), then
-goodput at the SLO, then cost per 1,000 requests, then peak memory. Cost per 1,000 requests is
-the scenario's stated hourly price over the goodput that met the SLO (DESIGN.md: never at peak
-throughput); memory is the measured peak resident set of the server's process tree.
+Candidates are in the order the search decided (search.py): the winner first, then by how far
+the search took them, goodput at the SLO, then cost per 1,000 requests, then peak memory. Cost
+per 1,000 requests is the scenario's one hourly price over the goodput that met the SLO
+(DESIGN.md: never at peak throughput), so it orders as goodput does and breaks no tie of its
+own; memory is the measured peak resident set of the server's process tree, the tie-break.
 """
 
 from __future__ import annotations
@@ -147,21 +148,30 @@ def _cell(p: Percentiles | None, key: str) -> str:
     return getattr(p, key).text() if p is not None else "n/a"
 
 
+def _reuse(at: ProbeRow | None) -> str:
+    if at is None:
+        return "n/a"
+    cached = f" ({at.cached_token_share:.0%})" if at.cached_token_share is not None else \
+        " (not reported)"
+    return f"{at.prefix_reuse.share:.0%}{cached}"
+
+
 def render_markdown(report: ServerTuneReport) -> str:
     """server_tune.md, from the report alone (nothing is recomputed here)."""
     lines = [f"# Server tuning: {report.command_template}", "",
              f"Measured on {report.machine}. SLOs: {', '.join(report.slos)}. Each probe: "
              f"{report.workload.probe_s:g} s open-loop ({report.workload.api}, "
              f"{report.workload.warmup_requests} warm-up requests first); sweeps start at "
-             f"{report.start_rate:g} req/s, at most {report.max_steps} probes.", ""]
+             f"{report.start_rate:g} req/s, at most {report.max_steps} probe(s).", ""]
     if report.winner_command is not None:
         lines += [f"**Recommended: `{report.winner_id}`** — highest goodput at the SLO.", "",
                   "```", report.winner_command, "```", ""]
     else:
         lines += ["**No configuration met the SLOs** at any probed rate.", ""]
     lines += ["| # | config | goodput at SLO (req/s) | rate (req/s) | TTFT p50 / p95 ms [95% CI] "
-              "| ITL p50 / p95 ms [95% CI] | cost / 1k req | peak RSS MiB | round |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| ITL p50 / p95 ms [95% CI] | cost / 1k req | peak RSS MiB | prefix reuse sent "
+              "(server cached) | round |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in report.candidates:
         at = c.at_chosen
         rate = f"{c.chosen_rate:g}" if c.chosen_rate is not None else \
@@ -171,10 +181,13 @@ def render_markdown(report: ServerTuneReport) -> str:
         ttft = f"{_cell(at.ttft, 'p50')} / {_cell(at.ttft, 'p95')}" if at else "n/a"
         itl = f"{_cell(at.itl, 'p50')} / {_cell(at.itl, 'p95')}" if at else "n/a"
         lines.append(f"| {c.rank} | `{c.id}` | {c.goodput_rps:.2f} | {rate} | {ttft} | {itl} | "
-                     f"{cost} | {rss} | {c.round_reached} |")
-    lines += ["", f"Cost: {report.cost_source}.", "", "## Rounds (sequential halving)", ""]
+                     f"{cost} | {rss} | {_reuse(at)} | {c.round_reached} |")
+    lines += ["", f"Cost: {report.cost_source}. Prefix reuse sent: the share of the characters "
+              "of the probe's prompts that an earlier request of the same probe had sent; in "
+              "brackets, the share of prompt tokens the server says it took from its cache.",
+              "", "## Rounds (sequential halving)", ""]
     for r in report.rounds:
-        lines.append(f"- round {r.number} (sweeps of up to {r.max_steps} probes): ran "
+        lines.append(f"- round {r.number} (sweeps of up to {r.max_steps} probe(s)): ran "
                      f"{', '.join(r.ran)}; kept {', '.join(r.kept)}")
     if report.prefix_effect is not None:
         lines += ["", "## Shared prefix", "", report.prefix_effect.statement]
