@@ -6,7 +6,7 @@ $SERVE_FAULT_SERVICE_MS (default 100) whatever the batch size, so the server's c
 exactly max_batch_size / service time. A batch holding a row whose first value is -1 raises
 ValueError (a poisoned input); a batch holding a row whose first value is 9 stalls for
 $SERVE_FAULT_STALL_S seconds (default 3) before answering. Warm-up feeds random normal values,
-which are never exactly -1, 7 or 9. A batch holding a row whose first value is 7 returns one
+which are never exactly -1, -2 or 9. A batch holding a row whose first value is -2 returns one
 output fewer than its rows (the fault table's "wrong number of outputs"). With
 $SERVE_FAULT_SEEN set, the first value of every row the
 model computed is appended to that file (one line per batch), so a test can tell which
@@ -21,7 +21,7 @@ import time
 import torch
 
 POISON = -1.0
-SHORT = 7.0
+SHORT = -2.0
 STALL = 9.0
 
 

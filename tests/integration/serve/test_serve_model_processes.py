@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+from prom_counters import change, counters
 from serve_fault_procs import ServeProcess, wait_until  # tests/helpers
 
 
@@ -27,8 +30,21 @@ def _predict(url: str, rows: list[list[float]]) -> httpx.Response:
     return httpx.post(url + "/v1/predict", json={"inputs": rows}, timeout=30)
 
 
+def _both_busy_then_kill(url: str, victim: int) -> list[httpx.Response]:
+    """Two stalling requests (first value 9: 3 s in the model), 0.3 s apart so each is a
+    batch of its own on its own worker; ``victim`` is killed while both are held."""
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(_predict, url, [[9, 0, 0, 0]])
+        time.sleep(0.3)
+        second = pool.submit(_predict, url, [[9, 1, 0, 0]])
+        time.sleep(0.7)
+        os.kill(victim, signal.SIGKILL)
+        return [first.result(), second.result()]
+
+
 def test_torch_model_runs_in_worker_processes_and_survives_a_killed_one(tmp_path: Path) -> None:
-    server = ServeProcess(tmp_path, service_ms=5, policy={"workers": 2})
+    server = ServeProcess(tmp_path, service_ms=5, policy={"workers": 2, "cache_size": 0,
+                                                          "timeout_ms": 10_000})
     with server.running():
         assert server.proc is not None
         config = httpx.get(server.url + "/v1/config", timeout=5).json()
@@ -47,16 +63,33 @@ def test_torch_model_runs_in_worker_processes_and_survives_a_killed_one(tmp_path
         assert "ValueError" in poisoned.text
         assert _predict(server.url, [[3, 0, 0, 0]]).json()["outputs"] == [[6, 0, 0, 0]]
 
-        os.kill(children[0], signal.SIGKILL)
+        # both children hold a batch (a 3 s stall each, within the 10 s deadline; sent apart
+        # so they are two batches)
+        # when one is killed: exactly its batch fails, as a server fault (500, retry), not as
+        # the inputs' fault (422), and the other answers
+        before = counters(server.url)
+        held = _both_busy_then_kill(server.url, children[0])
+        assert sorted(a.status_code for a in held) == [200, 500], [a.text for a in held]
+        died = next(a for a in held if a.status_code == 500)
+        assert "worker process died" in died.json()["error"]
+        assert next(a for a in held if a.status_code == 200).json()["outputs"][0][0] == 18.0
+        # while the replacement loads, the survivor serves; what it cannot take is shed (503,
+        # counted by reason), never answered wrongly
         answers = [_predict(server.url, [[float(i), 0, 0, 0]]) for i in range(20)]
-        died = [a for a in answers if a.status_code == 500]
-        # the dead child fails the one batch it was handed, as a server fault (500, retry), not
-        # as the inputs' fault (422); while its replacement loads (CPU the other worker shares
-        # on a small machine) the server may shed by deadline (503), never answer wrongly
-        assert len(died) <= 1 and all("worker process died" in a.text for a in died)
-        assert {a.status_code for a in answers} <= {200, 500, 503}
-        assert all(a.json()["outputs"] == [[2.0 * i, 0, 0, 0]]
-                   for i, a in enumerate(answers) if a.status_code == 200)
+        ok = [i for i, a in enumerate(answers) if a.status_code == 200]
+        shed = [a for a in answers if a.status_code == 503]
+        assert len(ok) + len(shed) == 20, [(a.status_code, a.text) for a in answers
+                                           if a.status_code != 200]
+        assert len(ok) >= 10, [a.text for a in answers]  # the survivor is idle: it serves
+        assert all(answers[i].json()["outputs"] == [[2.0 * i, 0, 0, 0]] for i in ok)
+        moved = change(before, counters(server.url))
+        assert moved.pop('infertune_errors_total{type="batch_WorkerDied"}') == 1
+        assert moved.pop('infertune_requests_total{status="500"}') == 1
+        assert moved.pop('infertune_requests_total{status="200"}') == 1 + len(ok)
+        assert moved.pop('infertune_requests_total{status="503"}', 0) == len(shed)
+        assert sum(moved.pop(k) for k in list(moved) if k.startswith("infertune_shed_total")) \
+            == len(shed)
+        assert moved == {}, moved
         wait_until(lambda: len(_children(server.proc.pid)) == 2, 120, interval=0.5)
         assert children[0] not in _children(server.proc.pid)
         # the replacement loads the model (seconds, on a core the survivor shares), then serves
