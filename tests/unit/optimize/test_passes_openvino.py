@@ -257,3 +257,25 @@ def test_a_model_openvino_cannot_read_is_a_load_error(built, tmp_path):
     finalize(folder, replace(read_manifest(folder, verify=False), files={}))
     with pytest.raises(ModelLoadError, match=r"OpenVINO cannot load model.xml \(.*\); rebuild"):
         load(folder)
+
+
+@pytest.mark.slow
+@pytest.mark.timing_free
+def test_serve_answers_with_the_openvino_variant(built):
+    """`infertune serve`'s app on the variant folder, two workers sharing the OpenVINO model
+    (one stream each): the HTTP answers are the adapter's own outputs."""
+    from starlette.testclient import TestClient
+
+    from infertune.serve import create_app
+
+    _, results = built
+    adapter = load(results["openvino_fp32"].path)
+    sized, _ = fit_to_workers(adapter, ServePolicy(workers=2), cores=2)
+    app = create_app(sized, ServePolicy(workers=2, max_wait_ms=1, max_batch_size=4))
+    with TestClient(app) as client:
+        answer = client.post("/v1/predict", json={"inputs": UNIQUE[:3]})
+        assert answer.status_code == 200, answer.text
+        got = np.asarray(answer.json()["outputs"])
+        model = client.get("/v1/model").json()
+    np.testing.assert_allclose(got, np.asarray(adapter.predict(UNIQUE[:3])), atol=1e-5)
+    assert "openvino" in str(model)
