@@ -9,6 +9,7 @@ when no surviving variant was both, with the reason that says which of the two f
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +43,33 @@ def assert_recommendation_follows_the_measurements(out: Path, report: dict[str, 
     chosen = next(c for c in run.candidates if c.variant_id == vid)
     assert f"({chosen.quality_verdict})" in rec["reason"]
     return str(vid)
+
+
+def assert_judged_or_stopped(out: Path, report: dict[str, Any], vid: str) -> str:
+    """A built variant was screened: its quality was judged and passes, or screening stopped
+    timing it as a clear loser on speed (which CPU it loses on varies), and then run.json, the
+    variants table and the notes all say so: the candidate was dropped by the stop rule with
+    its quick timing kept, its quality never judged (no quality.json, verdict unknown) and a
+    note names the stop. On a machine too slow for the budget to reach it, it is not built,
+    and run.json's skipped list says so with the time it needed. Returns "judged", "stopped"
+    or "not built"."""
+    run = RunRecord.load(out)
+    rows = {r["variant_id"]: r for r in report["variants"]}
+    if vid not in rows:
+        assert not (out / "variants" / vid).exists()
+        assert all(c.variant_id != vid for c in run.candidates)
+        reasons = [s.reason for s in run.skipped if s.what == f"variant {vid}"]
+        assert len(reasons) == 1 and reasons[0].startswith("not built"), run.skipped
+        return "not built"
+    verdict = rows[vid]["quality_verdict"]
+    cand = next(c for c in run.candidates if c.variant_id == vid)
+    judged = out / "variants" / vid / "quality.json"
+    if cand.dropped.startswith("stopped after"):
+        assert cand.quick is not None and cand.quality_verdict == "unknown"
+        assert verdict == "unknown" and not judged.is_file()
+        assert any(f"quality of {vid} (not judged: stopped after" in str(note)
+                   for note in report["notes"]), report["notes"]
+        return "stopped"
+    assert verdict == cand.quality_verdict == "pass", (verdict, cand.dropped)
+    assert json.loads(judged.read_text())["verdict"] == "pass"
+    return "judged"

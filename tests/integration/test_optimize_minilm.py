@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from chromium import assert_console_check_fires, chromium, open_page
-from run_checks import assert_recommendation_follows_the_measurements
+from run_checks import assert_judged_or_stopped, assert_recommendation_follows_the_measurements
 
 from infertune.cli import main
 from infertune.config import ServePolicy
@@ -36,10 +36,13 @@ def test_minilm_quick_run_recommends_a_variant_that_meets_the_floor(tmp_path, ca
     folder = out / "variants" / vid
     assert (folder / "manifest.json").is_file()
     # per-channel INT8 of minilm keeps mean cosine ~0.992-0.994 whichever scheme the CPU takes
-    # (issue 13's measurements): it is always built, judged, and passes the 0.99 floor
-    int8 = json.loads((out / "variants" / "ort_int8_dynamic_per_channel" / "quality.json")
-                      .read_text())
-    assert int8["verdict"] == "pass" and int8["floor_check"]["ci_low"] >= 0.99
+    # (issue 13's measurements): it is always built; judged, it passes the 0.99 floor, unless
+    # screening stopped it as a clear loser on speed on this CPU (then never judged, and
+    # run.json and the notes say so)
+    int8 = "ort_int8_dynamic_per_channel"
+    if assert_judged_or_stopped(out, report, int8) == "judged":
+        quality = json.loads((out / "variants" / int8 / "quality.json").read_text())
+        assert quality["floor_check"]["ci_low"] >= 0.99
     # the run's own rule, read back from run.json: a recommended variant passed the floor and
     # was measurably faster; the baseline is kept only when no survivor was both
     assert assert_recommendation_follows_the_measurements(out, report) == vid

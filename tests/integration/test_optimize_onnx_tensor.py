@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 import yaml
 from onnx_graphs import WIDTH, make_mlp
-from run_checks import assert_recommendation_follows_the_measurements
+from run_checks import assert_judged_or_stopped, assert_recommendation_follows_the_measurements
 
 from infertune.cli import main
 from infertune.models import load
-from infertune.optimize.record import RunRecord
 from infertune.report.provenance import assert_all_figures_have_provenance
 
 pytestmark = pytest.mark.slow  # whole optimize runs, 30-40 s each
@@ -60,24 +59,9 @@ def test_optimize_an_onnx_tensor_model(tmp_path) -> None:
 
 
 def assert_int8_passed_or_stopped(out: Path, report: dict) -> None:
-    """The per-channel INT8 variant was built and screened: its quality was judged and passes,
-    or, on these tiny MLPs where INT8 can be a clear loser on speed, screening stopped timing
-    it, and then run.json, the variants table and the notes all say so: the candidate was
-    dropped by the stop rule (with its quick timing kept), its quality was never judged (no
-    quality.json, verdict unknown) and a note names the stop."""
-    vid = "ort_int8_dynamic_per_channel"
-    rows = {r["variant_id"]: r for r in report["variants"]}
-    verdict = rows[vid]["quality_verdict"]
-    cand = next(c for c in RunRecord.load(out).candidates if c.variant_id == vid)
-    judged = out / "variants" / vid / "quality.json"
-    if cand.dropped.startswith("stopped after"):
-        assert cand.quick is not None and cand.quality_verdict == "unknown"
-        assert verdict == "unknown" and not judged.is_file()
-        assert any(f"quality of {vid} (not judged: stopped after" in str(note)
-                   for note in report["notes"]), report["notes"]
-    else:
-        assert verdict == cand.quality_verdict == "pass", (verdict, cand.dropped)
-        assert json.loads(judged.read_text())["verdict"] == "pass"
+    """The per-channel INT8 variant was built and screened: judged and passing, or stopped
+    as a clear loser on speed (these tiny MLPs), with run.json and the report agreeing."""
+    assert_judged_or_stopped(out, report, "ort_int8_dynamic_per_channel")
 
 
 def test_optimize_a_torchscript_model(tmp_path) -> None:
