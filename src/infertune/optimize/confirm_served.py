@@ -55,6 +55,7 @@ from infertune.loadgen.runner import run_schedule
 from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.targets import HttpTarget
 from infertune.measure.summary import quantile_sorted
+from infertune.optimize.ranking import fits_ceiling
 from infertune.optimize.serving import MIN_BLOCK_S, Validation, burst_block_s, record_intervals
 from infertune.optimize.sweep import SimStats, cost_per_1k
 
@@ -356,7 +357,8 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             start_timeout_s: float,
             launch: Callable[[Finalist, Path], ServedProcess] = ServedProcess,
             drive_segment: Callable[..., Segment] = drive_http, request_timeout_s: float = 10.0,
-            on_segment: Callable[[str, str], None] | None = None) -> Confirmation:
+            on_segment: Callable[[str, str], None] | None = None,
+            cost_ceiling_usd_per_1k: float | None = None) -> Confirmation:
     """Start every finalist's server, drive the ready ones one at a time in ABBA order, stop
     them all. A server that does not come up is recorded with the reason and left out.
     ValueError when ``bodies`` holds fewer than VISITS_PER_ARM schedules' worth at a rate."""
@@ -415,7 +417,7 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             proc.stop()
     conf.arms = arms
     conf.winner = choose_winner([a for a in arms if a.error is None], slo, cost_per_hour_usd,
-                                risk)
+                                risk, cost_ceiling_usd_per_1k)
     return conf
 
 
@@ -423,7 +425,8 @@ TIE = 0.02  # goodputs (and costs) within 2% of the best are a tie: a load test'
 
 
 def choose_winner(arms: Sequence[ServedArm], slo: dict[str, float],
-                  cost_per_hour_usd: float | None, risk: Callable[[str], int]) -> str | None:
+                  cost_per_hour_usd: float | None, risk: Callable[[str], int],
+                  cost_ceiling_usd_per_1k: float | None = None) -> str | None:
     """The highest measured goodput at the SLO; ties (within 2%) go to the lower cost per
     1,000 requests, then the lower risk (``risk``: a rank by variant id, lower is safer), then
     the lower measured tail at peak, then at mean.
@@ -449,6 +452,10 @@ def choose_winner(arms: Sequence[ServedArm], slo: dict[str, float],
                                             at(a, "peak")[1], at(a, "mean")[1],
                                             risk(a.variant_id))).key
     left = [a for a in measured if good[a.key] >= top * (1 - TIE)]
+    # over the cost ceiling never wins over one that fits it, even within the goodput tie
+    fits = [a for a in left if fits_ceiling(good[a.key], cost_per_hour_usd,
+                                            cost_ceiling_usd_per_1k) is not False]
+    left = fits or left
     costs = {a.key: cost_per_1k(cost_per_hour_usd, good[a.key]) for a in left}
     known = [c for c in costs.values() if c is not None]
     if known:

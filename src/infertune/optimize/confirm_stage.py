@@ -84,6 +84,7 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
         conf = confirm(finals, rates, bodies, workdir=state.paths.root / "confirm",
                        slo=sc.slo.targets(), cost_per_hour_usd=sc.deployment.cost_per_hour_usd,
                        risk=lambda vid: risks.get(vid, 0),
+                       cost_ceiling_usd_per_1k=sc.constraints.cost_ceiling_usd_per_1k,
                        # 10x the loosest target is a miss whatever comes later: it bounds a
                        # segment's drain when a server stalls
                        request_timeout_s=max(2.0, 10 * max(sc.slo.targets().values(),

@@ -109,6 +109,10 @@ def test_the_winner_is_the_highest_measured_goodput_then_cost_then_risk() -> Non
     near = arm("fused", "b1", peak_p99=60.0, achieved=29.7)
     risk = {"int8": 1, "fused": 0}
     assert choose_winner([fast, near], SLO, 0.1, lambda v: risk[v]) == "fused/b1"
+    # a cost ceiling of $0.1 / (3.6 x 29.9) per 1k needs 29.9 req/s: the tie's safer arm
+    # (29.7 req/s) is over it, so the one that fits wins
+    ceiling = 0.1 / (3.6 * 29.9)
+    assert choose_winner([fast, near], SLO, 0.1, lambda v: risk[v], ceiling) == "int8/b4"
     # same risk: the lower measured tail at peak decides
     assert choose_winner([fast, near], SLO, 0.1, lambda v: 0) == "int8/b4"
     # nothing meets the SLO: every goodput is 0, so the lower tail decides
