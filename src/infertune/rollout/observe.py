@@ -6,7 +6,12 @@ the snapshot taken when the rollout began, so only traffic since then is judged.
 
     infertune_requests_total{release, status}         answers; 5xx and 429 count as errors
     infertune_routed_requests_total{release}          requests routed, counted on arrival
-    infertune_request_seconds_bucket{release, le}     end-to-end latency histogram
+    infertune_model_request_seconds_bucket{release, le}  latency of answers that ran the
+                                                      model (the latency gates' histogram:
+                                                      a cache hit says nothing of the model,
+                                                      and a fresh canary's cache is colder);
+    infertune_request_seconds_bucket{release, le}     all answers, read where the first is
+                                                      absent (a server before it existed)
     infertune_shadow_rows_total{release, outcome}     rows compared with the stable's
     infertune_feedback_total / _ones_total{release, metric}   binary business outcomes
 """
@@ -30,6 +35,8 @@ PROMQL = {
     "infertune_requests_total": "sum by (release, status) (infertune_requests_total)",
     "infertune_request_seconds_bucket":
         "sum by (release, le) (infertune_request_seconds_bucket)",
+    "infertune_model_request_seconds_bucket":
+        "sum by (release, le) (infertune_model_request_seconds_bucket)",
     "infertune_shadow_rows_total": "sum by (release, outcome) (infertune_shadow_rows_total)",
     "infertune_feedback_total": "sum by (release, metric) (infertune_feedback_total)",
     "infertune_feedback_ones_total": "sum by (release, metric) (infertune_feedback_ones_total)",
@@ -66,6 +73,7 @@ class Snapshot:
 
 def snapshot_from(samples: Iterable[Sample]) -> Snapshot:
     snap = Snapshot()
+    model: dict[str, dict[float, float]] = {}  # release -> the model-answer histogram
     ones: dict[tuple[str, str], float] = {}
     totals: dict[tuple[str, str], float] = {}
     for name, labels, value in samples:
@@ -81,6 +89,9 @@ def snapshot_from(samples: Iterable[Sample]) -> Snapshot:
         elif name == "infertune_request_seconds_bucket":
             le = float(labels["le"])  # "+Inf" parses to inf
             rc.buckets[le] = rc.buckets.get(le, 0.0) + value
+        elif name == "infertune_model_request_seconds_bucket":
+            le, hist = float(labels["le"]), model.setdefault(release, {})
+            hist[le] = hist.get(le, 0.0) + value
         elif name == "infertune_shadow_rows_total":
             rc.rows += int(value)
             if labels.get("outcome") != "agree":
@@ -93,6 +104,8 @@ def snapshot_from(samples: Iterable[Sample]) -> Snapshot:
         elif name == "infertune_feedback_ones_total":
             key = (release, labels["metric"])
             ones[key] = ones.get(key, 0.0) + value
+    for release, hist in model.items():
+        snap.releases[release].buckets = hist
     for (release, metric), n in totals.items():
         snap.releases[release].feedback[metric] = Counts(int(n), int(ones.get((release, metric),
                                                                                 0)))

@@ -213,6 +213,8 @@ class _Handlers:
             m.errors.labels(type="output_not_json").inc()
             return _error(500, f"the model's output cannot be sent as JSON ({exc}); return "
                           "arrays, numbers, strings, lists or dicts from postprocess")
+        if not all(result.cached):
+            m.model_request_seconds.observe(self.clock() - arrived)
         self._watch_drift(req.inputs, result.outputs)
         return Response(encoded, media_type="application/json",
                         headers={"Server-Timing": server_timing(result.timings)})

@@ -37,6 +37,12 @@ class ServeMetrics:
         self.request_seconds = Histogram(
             "infertune_request_seconds", "End-to-end time of /v1/predict, arrival to response",
             buckets=LATENCY_BUCKETS, registry=r)
+        # the canary's latency gates read this one: a cache hit says nothing of a release's
+        # model, and a fresh canary's cache is colder than the stable's (rollout/observe.py)
+        self.model_request_seconds = Histogram(
+            "infertune_model_request_seconds", "End-to-end time of /v1/predict answers that "
+            "ran the model (at least one input not answered from the cache)",
+            buckets=LATENCY_BUCKETS, registry=r)
         self.batch_size = Histogram(
             "infertune_batch_size", "Inputs per model call", buckets=BATCH_BUCKETS, registry=r)
         self.requests = Counter(

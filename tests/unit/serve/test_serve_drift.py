@@ -49,3 +49,31 @@ def test_text_lengths_and_unreadable_rows() -> None:
     monitor.observe(["y" * 200] * 50, [{"label": "a"}] * 50)  # outputs without numbers
     assert published["input_size"] > ALERT_PSI and "output_norm" not in published
     monitor.observe([None, object()], [None, "text"])  # skipped, never an error
+
+
+def test_cache_hits_stay_out_of_the_model_latency_histogram_and_drift_shows() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+    from starlette.testclient import TestClient
+
+    from infertune.config import ServePolicy
+    from infertune.rollout.observe import parse_exposition
+    from infertune.serve.app import create_app
+    from infertune.serve.testing import GatedAdapter
+
+    app = create_app(GatedAdapter(), ServePolicy(max_wait_ms=0))
+    with TestClient(app) as client:
+        for text in ("alpha", "beta", "alpha", "alpha"):  # two of them answered from cache
+            assert client.post("/v1/predict", json={"inputs": [text]}).status_code == 200
+        exposition = client.get("/metrics").text
+    counts = {s.name: s.value for f in text_string_to_metric_families(exposition)
+              for s in f.samples if s.name.endswith("request_seconds_count")}
+    assert counts == {"infertune_request_seconds_count": 4.0,
+                      "infertune_model_request_seconds_count": 2.0}
+    # the gates read the model-answer histogram when a server exports one, labelled per
+    # release by the router; a server without it falls back to all answers
+    labelled = "\n".join(line.replace("{", '{release="a",', 1) if "_bucket{" in line else line
+                         for line in exposition.splitlines()) + "\n"
+    assert parse_exposition(labelled).of("a").buckets[math.inf] == 2.0
+    without = "\n".join(line for line in labelled.splitlines()
+                        if "model_request_seconds" not in line) + "\n"
+    assert parse_exposition(without).of("a").buckets[math.inf] == 4.0
