@@ -7,9 +7,9 @@
 1. starts two servers of the same target in their own processes: A as served (its policy's
    deadline, `infertune serve TARGET`), and B admitting everything (the same policy with
    --timeout-ms 1e9 and a queue of 100,000, so it never refuses on a deadline or a full queue);
-2. measures the capacity (unless --capacity names it): B driven open-loop far past what it can
-   answer for a few seconds; capacity = answers / the time from the first send to the last
-   answer (a saturated server's throughput, client included);
+2. measures the capacity (unless --capacity names it): B kept saturated for a few seconds with
+   64 requests outstanding at all times; capacity = answers per second over the second half
+   (a saturated server's throughput, client included);
 3. at each fraction of that capacity, one seeded schedule (Poisson, or with --shape scenario
    the run's traffic shape) and one set of bodies sent to A, then the same to B (one server
    driven at a time, the other idle); a request A refused (429/503/504) that B answered within
@@ -25,6 +25,7 @@ replay runs after A's, so drift of the machine between them shows as a differenc
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from dataclasses import dataclass
@@ -41,12 +42,15 @@ import serve_goodput as sg  # noqa: E402
 from infertune.config import Scenario, TrafficFacts  # noqa: E402
 from infertune.data import default_heldout  # noqa: E402
 from infertune.loadgen.result import SHED_STATUSES, RequestRecord, is_ok  # noqa: E402
+from infertune.loadgen.runner import RunOptions, run_schedule  # noqa: E402
 from infertune.loadgen.schedules import ScheduleSpec, build_schedule  # noqa: E402
+from infertune.loadgen.targets import HttpTarget  # noqa: E402
 from infertune.optimize.confirm_served import drive_http, request_bodies  # noqa: E402
 from infertune.optimize.serving import schedule_for  # noqa: E402
 
 TARGETS = {0.1: 0.0, 0.5: 0.0, 0.9: 0.001}  # the issue's bound on the false-refusal share
 SATURATE_S = 4.0
+IN_FLIGHT = 64  # outstanding requests while measuring capacity: several full batches queued
 
 
 @dataclass
@@ -81,15 +85,19 @@ def _serve(target: str, port: int, *extra: str) -> Any:
 
 
 def measure_capacity(url: str, inputs: list[Any], seed: int) -> float:
-    """B saturated: answers over the time from the first send to the last answer."""
-    sched = build_schedule(ScheduleSpec("poisson", rate=2000.0, duration_s=SATURATE_S,
+    """B saturated by IN_FLIGHT requests held outstanding at all times (a schedule far past
+    any capacity, capped client-side): answers per second over the second half of the run,
+    once the batches have filled."""
+    sched = build_schedule(ScheduleSpec("constant", rate=5000.0, duration_s=SATURATE_S,
                                         seed=seed))
-    seg = drive_http(url, sched, request_bodies(inputs, len(sched), seed=seed), timeout_s=60)
-    ok = [r for r in seg.records if is_ok(r.status)]
-    if not ok:
-        raise SystemExit("capacity: the admit-all server answered nothing")
-    span = max(r.done_s for r in ok) - min(r.intended_s for r in seg.records)
-    return len(ok) / span
+    target = HttpTarget(url + "/v1/predict", bodies=request_bodies(inputs, len(sched),
+                                                                    seed=seed), timeout_s=60)
+    records = asyncio.run(run_schedule(sched, target, RunOptions(max_in_flight=IN_FLIGHT)))
+    done = np.sort([r.done_s for r in records if is_ok(r.status)])
+    if done.size < 20:
+        raise SystemExit(f"capacity: the admit-all server answered {done.size} requests")
+    half = done[done.size // 2:]
+    return float((half.size - 1) / (half[-1] - half[0]))
 
 
 def traffic_for(target: str, shape: str) -> TrafficFacts:
@@ -149,7 +157,8 @@ def main() -> int:
             raise SystemExit(f"{args.target}: the served policy sets no timeout_ms, so no "
                              "refusal is on a stated deadline; pass a run whose policy does")
         capacity = args.capacity or measure_capacity(urls[1], inputs, args.seed + 100)
-        how = "given" if args.capacity else f"measured: admit-all server saturated {SATURATE_S:g} s"
+        how = ("given" if args.capacity else f"measured: the admit-all server saturated for "
+               f"{SATURATE_S:g} s with {IN_FLIGHT} requests outstanding")
         print(f"target {args.target}; served deadline timeout_ms {deadline_ms:g}; capacity "
               f"{capacity:.1f} req/s ({how}); shape {args.shape}; inputs: {source}",
               flush=True)

@@ -198,7 +198,7 @@ def _verdict(check: SloCheck, peak_rps: float) -> str:
     if all(p.verdict == "misses" for p in measured):
         return (f"Nothing tested here meets the SLO ({targets}): {config}, the best "
                 f"configuration found, misses it at every tested rate on this machine: "
-                f"{'; '.join(_shown(p) for p in measured)}.")
+                f"{'; '.join(f'at the {p.label} rate {_shown(p)}' for p in measured)}.")
     first = mean or peak
     assert first is not None
     lead = f"Measured here, {config} " + {
