@@ -35,6 +35,10 @@ CONFIRM_QUICK_S = 2.5
 NEED_SERVE_START_S = 25.0
 START_TIMEOUT_S = 90.0
 NEED_AFTER_CONFIRM_S = 10.0  # left for the stages after it (input options, report)
+# What a confirmation sized for a decision leaves when it grows past its minimum: the input
+# options' two timings (steps.NEED_INPUTS_S each) and the report; without it the decisive
+# segments took the whole budget left and the input timings were skipped
+NEED_AFTER_DECISIVE_S = 30.0
 
 
 def scenario_rates(state: RunState) -> tuple[float | None, float | None]:
@@ -67,7 +71,7 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
                 for label, rate in (("mean", mean), ("peak", peak))]
     seconds = segment_seconds(
         decisive, arms=len(finals), visits=VISITS_PER_ARM,
-        left_s=budget.left() - NEED_AFTER_CONFIRM_S, start_s=NEED_SERVE_START_S,
+        left_s=budget.left() - NEED_AFTER_DECISIVE_S, start_s=NEED_SERVE_START_S,
         minimum_s=CONFIRM_QUICK_S if state.options.quick else CONFIRM_S)
     rates = [(d.label, d.rate, schedule_for(sc.traffic, d.rate, seed=seed,
                                             duration_s=seconds[d.label])) for d in decisive]
