@@ -17,16 +17,21 @@ The rules (each Derivation's ``reasoning`` repeats them with the numbers filled 
   replica starts. A replica holds no more than that; the rest waits in Ray's router.
 - **deadline** D: the policy's timeout_ms, else the serving runtime's default deadline
   max(50 ms, max_wait + 3 S(full batch)) (serve/runtime.py) with S measured.
-- **max_queued_requests** (the bound on Ray's router queue, per proxy) = floor(n0 X (D - H) /
-  proxies): a request in the router starts to be served only once the replicas take it, at
+- **max_queued_requests** (the bound on Ray's router queue, per proxy) = floor(n0 X min(D - H,
+  D / 2) / proxies): a request in the router starts to be served only once the replicas take it, at
   n0 X requests per second with n0 the warm pool (the replicas sure to run) and X the replica
-  capacity, and then spends up to H = max_wait + max_ongoing / X inside its replica. A longer
-  queue would be answered after D; the excess gets Ray's backpressure answer (503 with
-  Retry-After) at once, as the local engine refuses it. Each replica's own admission still
-  refuses a request its queue would make late. More replicas drain the queue faster, so the
-  bound sized at n0 errs on the side of refusing.
+  capacity, and then spends up to H = max_wait + the batches ahead of it inside a full
+  replica. A longer queue would be answered after D; the excess gets Ray's backpressure
+  answer (503 with Retry-After) at once, as the local engine refuses it. Each replica's own
+  admission still refuses a request its queue would make late. More replicas drain the queue
+  faster, so the bound sized at n0 errs on the side of refusing. The router gets at most half
+  of D, so a long deadline still leaves the replica's own queue room for its batches.
 - **backpressure_retry_after_s** = the time the full router queues take to drain at n0 X
   (Ray rounds Retry-After up to whole seconds).
+- **replica_deadline_s** = D - that drain time: a replica's clock starts when a request reaches
+  it, so it serves with this timeout and its own admission refuses what would be answered after
+  D counted from Ray's proxy. H above counts whole batches: ceil(max_ongoing / b*) + 1 (the one
+  running) batches of b* inputs at X.
 - **graceful_shutdown_timeout_s** = D + S(full batch), at least Ray's default 20 s: the longest
   an accepted request takes (its deadline, then one batch time of grace after which the
   runtime answers 503), so a replica stopped by SIGTERM or a downscale answers everything it
@@ -175,6 +180,7 @@ class AutoscalePlan:
     deadline_s: Derivation
     max_queued_requests: Derivation
     backpressure_retry_after_s: Derivation
+    replica_deadline_s: Derivation
     graceful_shutdown_timeout_s: Derivation
     warnings: list[str] = field(default_factory=list)
 
@@ -313,11 +319,12 @@ def derive_plan(facts: ReplicaFacts, demand: Demand | None = None,
         min_r = Derivation(max_r.value, "replicas",
                            f"{min_r.reasoning}; cut to max_replicas {max_r.value:g}")
     deadline = _deadline(facts)
-    queued, retry, queue_warn = _router_queue(facts, deadline.value, max_ongoing.value,
-                                              capacity.value, int(min_r.value), limits.proxies)
+    queued, retry, replica_deadline, queue_warn = _router_queue(
+        facts, point.batch, deadline.value, max_ongoing.value, capacity.value,
+        int(min_r.value), limits.proxies)
     return AutoscalePlan(target, max_ongoing, min_r, max_r, look_back, push, up, down, capacity,
-                         deadline, queued, retry, _graceful(facts, deadline.value),
-                         warnings + max_warn + queue_warn)
+                         deadline, queued, retry, replica_deadline,
+                         _graceful(facts, deadline.value), warnings + max_warn + queue_warn)
 
 
 def _deadline(facts: ReplicaFacts) -> Derivation:
@@ -335,37 +342,55 @@ def _deadline(facts: ReplicaFacts) -> Derivation:
         "request's own timeout_ms replaces it"))
 
 
-def _router_queue(facts: ReplicaFacts, deadline_s: float, max_ongoing: float, capacity: float,
-                  warm: int, proxies: int) -> tuple[Derivation, Derivation, list[str]]:
-    """max_queued_requests and the Retry-After of Ray's refusals (see the module rules)."""
-    hold = facts.max_wait_ms / 1000 + max_ongoing / capacity
+def _router_queue(facts: ReplicaFacts, batch: int, deadline_s: float, max_ongoing: float,
+                  capacity: float, warm: int, proxies: int
+                  ) -> tuple[Derivation, Derivation, Derivation, list[str]]:
+    """max_queued_requests, the Retry-After of Ray's refusals and the deadline each replica
+    applies (see the module rules)."""
+    per_batch = batch / (capacity * facts.inputs_per_request)  # s per batch of b* inputs
+    batches = math.ceil(max_ongoing * facts.inputs_per_request / batch) + 1
+    hold = facts.max_wait_ms / 1000 + batches * per_batch
     drain = warm * capacity
-    budget = deadline_s - hold
+    # the router gets at most half the deadline: the rest is the replica's, whose batches form
+    # on it, so neither queue's share starves the other's when the deadline is long
+    budget = min(deadline_s - hold, deadline_s / 2)
     exact = drain * budget / proxies
     bound = math.floor(exact + 1e-9)
     per = f" / {proxies} proxies" if proxies > 1 else ""
     reasoning = (
-        f"floor(warm pool {warm} x {capacity:.3g} req/s per replica x (deadline {deadline_s:g} "
-        f"s - {hold:.3g} s a request spends in its replica: max_wait {facts.max_wait_ms:g} ms + "
-        f"max_ongoing {max_ongoing:g} / {capacity:.3g} req/s){per}) = {max(exact, 0.0):.3g}: "
-        "a longer router queue would be answered after the deadline, so Ray refuses the excess "
-        "at once with 503 (per proxy; more replicas drain it faster, so this errs on the side "
-        "of refusing)")
+        f"floor(warm pool {warm} x {capacity:.3g} req/s per replica x min(deadline {deadline_s:g}"
+        f" s - {hold:.3g} s a request spends in a full replica (max_wait {facts.max_wait_ms:g} "
+        f"ms + {batches} batches of {batch}: max_ongoing {max_ongoing:g} and the one running, "
+        f"{per_batch * 1000:.3g} ms each), half the deadline){per}) = {max(exact, 0.0):.3g}: a "
+        "longer router queue would be answered after the deadline, so Ray refuses the excess at "
+        "once with 503 (per proxy; more replicas drain it faster, so this errs on the side of "
+        "refusing)")
     warnings: list[str] = []
     if bound < 1:
         bound = 1
         reasoning += "; raised to 1, Ray's smallest bound"
-        warnings.append(
-            f"the deadline {deadline_s:g} s leaves no time to wait in Ray's router beyond the "
-            f"{hold:.3g} s a replica's own {max_ongoing:g} requests take: max_queued_requests "
-            "is 1 and each replica's admission refuses what would be late — raise timeout_ms "
-            "or lower max_wait_ms")
-    drain_s = round(bound * proxies / drain, 3)
-    retry = Derivation(drain_s, "s", (
+    wait = bound * proxies / drain  # the longest a request waits in the router queues
+    retry = Derivation(round(wait, 3), "s", (
         f"the full router queue{'s' if proxies > 1 else ''} ({bound} x {proxies}) drain at "
-        f"{warm} x {capacity:.3g} req/s in {drain_s:g} s; Ray's Retry-After header rounds it up "
+        f"{warm} x {capacity:.3g} req/s in {wait:.3g} s; Ray's Retry-After header rounds it up "
         "to whole seconds"))
-    return Derivation(float(bound), "requests per proxy", reasoning), retry, warnings
+    replica = deadline_s - wait
+    if replica <= facts.max_wait_ms / 1000 + per_batch:
+        # not even one batch fits what the router leaves: the replicas keep the whole deadline
+        warnings.append(
+            f"the deadline {deadline_s:g} s leaves no time to wait in Ray's router ({wait:.3g} s "
+            f"for {bound} request(s)) beyond one batch ({per_batch * 1000:.3g} ms): answers may "
+            "come up to that much past the deadline — raise timeout_ms or lower max_wait_ms")
+        return (Derivation(float(bound), "requests per proxy", reasoning), retry,
+                Derivation(round(deadline_s, 4), "s", "the whole deadline: " + warnings[-1]),
+                warnings)
+    deadline = Derivation(round(replica, 4), "s", (
+        f"deadline {deadline_s:g} s - the {wait:.3g} s a request may wait in Ray's router, which "
+        "the replica cannot see (its clock starts when the request reaches it): each replica "
+        "serves with this timeout_ms, so its own admission refuses what would answer after the "
+        "deadline counted from Ray's proxy (a request's own timeout_ms still counts from the "
+        "replica)"))
+    return Derivation(float(bound), "requests per proxy", reasoning), retry, deadline, warnings
 
 
 def _graceful(facts: ReplicaFacts, deadline_s: float) -> Derivation:

@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -245,8 +245,17 @@ class RayEngine:
         if max_replicas is not None:
             config["max_replicas"] = max_replicas
         config["policy"] = {"policy_function": POLICY_PATH}  # queue length, raised while shedding
-        serve.run(self._deployment(config, plan.ray_deployment()).bind(self.app),
+        serve.run(self._deployment(config, plan.ray_deployment()).bind(self._replica_app(plan)),
                   name=self.options.app_name, route_prefix="/")
+
+    def _replica_app(self, plan: AutoscalePlan) -> ReplicaApp:
+        """One model serves with the plan's replica deadline (the deadline less the router's
+        wait, which a replica cannot see); the release router keeps each release's policy."""
+        if not isinstance(self.app, ModelApp):
+            return self.app
+        timeout_ms = round(plan.replica_deadline_s.value * 1000, 3)
+        return replace(self.app, policy=self.app.policy.model_copy(
+            update={"timeout_ms": timeout_ms}))
 
     def running_replicas(self) -> int:
         """Replicas Ray Serve reports RUNNING for this app (from the driver, not over HTTP)."""

@@ -130,34 +130,46 @@ def test_max_replicas_comes_from_the_cluster_and_the_cost_ceiling_not_the_foreca
 
 
 def test_router_queue_is_bounded_by_what_the_warm_pool_serves_within_the_deadline() -> None:
-    # b* = 4 at the 50 ms SLO: X = 250 req/s, max_ongoing 17; no timeout_ms: the runtime's
-    # default deadline max(50, 2 + 3 x S(8) 30) = 92 ms; in a replica 2 ms + 17 / 250 = 70 ms
-    plan = derive_plan(facts(), Demand(slo_ms=50.0))
-    assert plan.deadline_s.value == 0.092 and "S(8)" in plan.deadline_s.reasoning
-    assert plan.max_queued_requests.value == 5  # floor(1 x 250 x 0.022) = floor(5.5)
-    assert plan.backpressure_retry_after_s.value == 0.02  # 5 / 250
-    # 92 ms + one 30 ms batch = 0.122 s is within Ray's default 20 s, which is kept
-    assert plan.graceful_shutdown_timeout_s.value == 20.0
-    assert "= 0.122 s" in plan.graceful_shutdown_timeout_s.reasoning
-    assert derive_plan(facts(timeout_ms=60_000.0)).graceful_shutdown_timeout_s.value == 60.03
-    # the policy's timeout_ms: floor(250 x (0.2 - 0.07)) = 32
+    # b* = 4 at the 50 ms SLO: X = 250 req/s, a batch of 4 every 16 ms, max_ongoing 17: a full
+    # replica holds ceil(17 / 4) + 1 = 6 batches, 2 + 6 x 16 = 98 ms. The policy's 200 ms:
+    # floor(250 x min(0.2 - 0.098, 0.2 / 2)) = 25 in the router, drained in 25 / 250 = 0.1 s
     slow = derive_plan(facts(timeout_ms=200.0), Demand(slo_ms=50.0))
     assert slow.deadline_s.value == 0.2 and "timeout_ms 200" in slow.deadline_s.reasoning
-    assert slow.max_queued_requests.value == 32
+    assert slow.max_queued_requests.value == 25
+    assert "6 batches of 4" in slow.max_queued_requests.reasoning
+    assert slow.backpressure_retry_after_s.value == 0.1
+    # the replica cannot see the router's wait, so it serves with what is left of the deadline
+    assert slow.replica_deadline_s.value == 0.1 and slow.warnings == []
     # a warm pool of 2 drains twice as fast; two proxies share the bound
     pool = Demand(slo_ms=50.0, mean_rps=500.0, peak_rps=500.0, pattern="steady")
     two = derive_plan(facts(timeout_ms=200.0), pool)
-    assert two.min_replicas.value == 2 and two.max_queued_requests.value == 65
+    assert two.min_replicas.value == 2 and two.max_queued_requests.value == 50
+    assert two.replica_deadline_s.value == 0.1  # 0.2 - 50 / 500
     shared = derive_plan(facts(timeout_ms=200.0), pool, Limits(proxies=2))
-    assert shared.max_queued_requests.value == 32 and "/ 2 proxies" in (
+    assert shared.max_queued_requests.value == 25 and "/ 2 proxies" in (
         shared.max_queued_requests.reasoning)
-    assert shared.backpressure_retry_after_s.value == 0.128  # 32 x 2 / 500
-    # a deadline shorter than a replica's own share: Ray's smallest bound, with a warning
-    tight = derive_plan(facts(timeout_ms=50.0), Demand(slo_ms=50.0))
-    assert tight.max_queued_requests.value == 1
+    assert shared.backpressure_retry_after_s.value == 0.1  # 25 x 2 / 500
+    # no timeout_ms: the runtime's default deadline max(50, 2 + 3 x S(8) 30) = 92 ms, shorter
+    # than a full replica's 98 ms: Ray's smallest bound, 1, waits 4 ms
+    plan = derive_plan(facts(), Demand(slo_ms=50.0))
+    assert plan.deadline_s.value == 0.092 and "S(8)" in plan.deadline_s.reasoning
+    assert plan.max_queued_requests.value == 1 and "raised to 1" in (
+        plan.max_queued_requests.reasoning)
+    assert plan.replica_deadline_s.value == 0.088
+    # a deadline that leaves a replica less than one batch after the router: kept whole, warned
+    tight = derive_plan(facts(timeout_ms=20.0), Demand(slo_ms=50.0))
+    assert tight.max_queued_requests.value == 1 and tight.replica_deadline_s.value == 0.02
     assert any("leaves no time to wait in Ray's router" in w for w in tight.warnings)
-    assert plan.ray_deployment() == {"max_ongoing_requests": 17, "max_queued_requests": 5,
-                                     "backpressure_retry_after_s": 0.02,
+    # 92 ms + one 30 ms batch = 0.122 s is within Ray's default 20 s, which is kept
+    assert plan.graceful_shutdown_timeout_s.value == 20.0
+    assert "= 0.122 s" in plan.graceful_shutdown_timeout_s.reasoning
+    long = derive_plan(facts(timeout_ms=60_000.0))
+    assert long.graceful_shutdown_timeout_s.value == 60.03
+    # a long deadline: the router gets half of it, the replica keeps the other half
+    assert long.max_queued_requests.value == 8000  # no SLO: b* = 8, floor(8 / 30 ms x 30 s)
+    assert long.replica_deadline_s.value == 30.0
+    assert plan.ray_deployment() == {"max_ongoing_requests": 17, "max_queued_requests": 1,
+                                     "backpressure_retry_after_s": 0.004,
                                      "graceful_shutdown_timeout_s": 20.0}
 
 
