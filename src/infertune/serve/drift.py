@@ -51,7 +51,8 @@ def psi(reference_shares: np.ndarray, current_shares: np.ndarray) -> float:
 def _shares(values: Sequence[float], edges: np.ndarray) -> np.ndarray:
     counts = np.bincount(np.searchsorted(edges, np.asarray(values), side="right"),
                          minlength=len(edges) + 1)
-    return counts / max(1, counts.sum())
+    shares: np.ndarray = counts / max(1, int(counts.sum()))
+    return shares
 
 
 class DriftMonitor:
