@@ -10,20 +10,31 @@ WORDS = ("the of and to in is was for on that with as by at from this be are or 
          "model user data query answer fast slow report value system request").split()
 
 
-def build_chat_model(folder: Path, *, hidden: int, layers: int, heads: int = 4,
-                     seed: int = 0) -> Path:
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+VOCAB = {"<unk>": 0, **{f"▁{w}": i + 1 for i, w in enumerate(WORDS)}}
 
-    vocab = {"<unk>": 0, **{f"▁{w}": i + 1 for i, w in enumerate(WORDS)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+
+def build_tokenizer(folder: Path) -> Path:
+    """The word-level tokenizer alone (one token per known word, <unk> for any other)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(VOCAB, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
     fast.chat_template = ("{% for m in messages %}{{ m['role'] }} {{ m['content'] }} "
                           "{% endfor %}")
     fast.save_pretrained(folder)
+    return folder
+
+
+def build_chat_model(folder: Path, *, hidden: int, layers: int, heads: int = 4,
+                     seed: int = 0) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    build_tokenizer(folder)
+    vocab = VOCAB
     torch.manual_seed(seed)
     # no end-of-sequence token: a random model would stop at it by chance, and the test wants
     # exactly max_tokens per request

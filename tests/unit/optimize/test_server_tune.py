@@ -312,3 +312,24 @@ def test_a_typo_in_the_server_section_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_scenario(path)
     assert "server" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.slow  # imports transformers for AutoTokenizer
+@pytest.mark.timing_free
+def test_prompt_lengths_come_from_the_users_file_counted_by_its_tokenizer(
+        tmp_path: Path) -> None:
+    from tiny_chat_model import build_tokenizer
+
+    folder = build_tokenizer(tmp_path / "tok")
+    prompts = tmp_path / "mine.jsonl"
+    prompts.write_text('{"prompt": "the model is fast"}\n{"prompt": "the data the query"}\n'
+                       '{"prompt": "slow"}\n')
+    options = build_options(_args(server_cmd=VLLM, search=["seqs=1"], slo="ttft_p95_ms=9",
+                                  prompts=prompts, tokenizer=folder), None, tmp_path / "out")
+    lengths = options.workload.lengths
+    assert lengths is not None and lengths.kind == "empirical"
+    assert sorted(lengths.values) == [1.0, 4.0, 4.0]  # tokens, as the tokenizer counts them
+    assert options.lengths_label == f"resampled from the token lengths of {prompts}"
+    with pytest.raises(ConfigError, match="needs --tokenizer DIR"):
+        build_options(_args(server_cmd=VLLM, search=["seqs=1"], slo="ttft_p95_ms=9",
+                            prompts=prompts), None, tmp_path / "out")
