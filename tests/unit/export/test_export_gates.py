@@ -187,3 +187,13 @@ def test_endpoint_verdict_equals_judge_once_and_wait_is_neither(monkeypatch: pyt
     assert bad.status_code == 422 and "not a Prometheus label name" in bad.json()["error"]
     with pytest.raises(Exception, match="both 'abc'"):
         Arms("app", "abc", "abc")
+
+
+def test_export_command_writes_both(text_run: Path, tmp_path: Path, capsys) -> None:
+    for target, name in (("argo-rollouts", "analysistemplate.yaml"), ("flagger", "canary.yaml")):
+        out = tmp_path / target
+        assert main(["export", str(text_run), "--to", target, "--out", str(out),
+                     "--namespace", "ml", "--json"]) == 0
+        record = json.loads(capsys.readouterr().out)
+        assert name in record["files"] and (out / name).is_file()
+        assert ".ml.svc:8080/v1/" in (out / name).read_text()
