@@ -5,5 +5,6 @@
             they need the `ray` extra, so the CLI imports them only when chosen)
 
 ``autoscale`` (pure) derives Ray Serve's autoscaling settings from measurements; ``run_facts``
-reads those measurements from a run folder.
+reads those measurements from a run folder; ``shed_policy`` is the autoscaling policy Ray's
+controller runs (its queue-length rule, raised while replicas refuse traffic).
 """
