@@ -1,5 +1,6 @@
 """`infertune doctor [--json] [--hardware FILE]`: what this machine is (or the machine a
-hardware.json describes) and which optimization families apply."""
+hardware.json describes), which optimization families apply, and which engines and precisions
+infertune can build here and why (or what it would take), as the passes' own facts say."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import typer
 
 from infertune.errors import ConfigError
 from infertune.hardware import LIBRARIES, HardwareInfo, applicability, detect
+from infertune.optimize.passes.registry import engines_on
 
 
 def register(app: typer.Typer) -> None:
@@ -32,9 +34,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         hw = detect() if hardware is None else read_hardware(hardware)
         if as_json:
-            typer.echo(json.dumps(hw.to_dict(), indent=2))
+            data = hw.to_dict() | {"engines": [v.to_dict() for v in engines_on(hw)]}
+            typer.echo(json.dumps(data, indent=2))
             return
         _print_tables(hw, "This machine" if hardware is None else f"The machine in {hardware}")
+        _print_engines(hw)
 
 
 def read_hardware(path: Path) -> HardwareInfo:
@@ -87,3 +91,20 @@ def _print_tables(hw: HardwareInfo, title: str) -> None:
         verdict = "[green]applicable[/]" if item.applicable else "[yellow]not applicable[/]"
         families.add_row(item.family, verdict, item.reason)
     console.print(families)
+
+
+def _print_engines(hw: HardwareInfo) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Engines and precisions infertune can build here", title_justify="left")
+    table.add_column("engine", style="bold")
+    table.add_column("device")
+    table.add_column("verdict")
+    table.add_column("why, or what it would take")
+    table.add_column("passes")
+    for v in engines_on(hw):
+        verdict = "[green]applies[/]" if v.applies else "[yellow]not here[/]"
+        table.add_row(v.engine, v.device, verdict, escape(v.why), ", ".join(v.passes))
+    Console().print(table)

@@ -27,7 +27,13 @@ from infertune.optimize.choice import (
 )
 from infertune.optimize.confirm_stage import confirm_as_served, confirm_reserve_s, scenario_rates
 from infertune.optimize.record import RunRecord
-from infertune.optimize.search import NEED_QUICK_S, Budget, Progress, measure_against_baseline
+from infertune.optimize.search import (
+    NEED_QUICK_S,
+    Budget,
+    Progress,
+    fastest_at_largest_batch,
+    measure_against_baseline,
+)
 from infertune.optimize.serving import (
     Contention,
     make_simulator,
@@ -143,17 +149,25 @@ class Sweep:
 
 
 def finalists(state: RunState) -> list[str]:
-    """The chosen variant first, then the next-ranked variant that also passes the floor and
-    is measurably faster (not with --quick): the batch-1 ranking picks them, the serving
-    measurement decides between them. Ids, not adapters: each is loaded when its turn comes."""
+    """The chosen variant first, then the one fastest per input at the largest batch size
+    serving forms (when another), then the next-ranked variant that also passes the floor and
+    is measurably faster (not with --quick): screening picks them, the serving measurement
+    decides between them. Ids, not adapters: each is loaded when its turn comes."""
     first = best_variant_id(state)
     out = [first]
     if state.options.quick:
         return out
+    # the fastest on the largest batch serving forms (screening.py), which the batch-1
+    # ranking may rank low: the sweep, not batch 1, decides what serves best
+    passing = [c for c in state.candidates if c.quality_verdict == "pass" and not c.dropped
+               and c.variant_id in state.adapters]
+    batched = fastest_at_largest_batch(passing)
+    if batched is not None and batched.variant_id != first:
+        out.append(batched.variant_id)
     run = RunRecord.from_state(state)
     for r in ranked_variants(run, measured_inside_slo(run)):
         c, t = r.item, r.item.best_timing
-        if (c.variant_id != first and c.quality_verdict == "pass" and r.within_risk_budget
+        if (c.variant_id not in out and c.quality_verdict == "pass" and r.within_risk_budget
                 and t is not None and t.measurably_faster and c.variant_id in state.adapters):
             out.append(c.variant_id)
             break

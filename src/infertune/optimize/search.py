@@ -21,6 +21,7 @@ import numpy as np
 from infertune.measure.collector import steady_gc
 from infertune.measure.compare import compare_samples
 from infertune.measure.summary import LatencySummary
+from infertune.optimize.screening import ServedScreen
 
 # Minimum seconds a step needs to yield a figure worth reporting (on a 2-core machine).
 NEED_QUICK_S = 4.0
@@ -235,6 +236,12 @@ class Candidate:
     proper: Timing | None = None
     dropped: str = ""  # why it left the search (floor, dominated), empty when kept
     is_baseline: bool = False
+    served: ServedScreen | None = None  # screening at the batch sizes serving forms
+
+    def item_ms(self, batch: int) -> float | None:
+        """Its screened time per input at ``batch`` (None where that size was not timed)."""
+        ms = self.served.curve.ms(batch) if self.served is not None else None
+        return ms / batch if ms is not None else None
 
     @property
     def best_timing(self) -> Timing | None:
@@ -246,7 +253,8 @@ class Candidate:
                 "quality_ci": list(self.quality_ci) if self.quality_ci else None,
                 "quick": self.quick.to_dict() if self.quick else None,
                 "proper": self.proper.to_dict() if self.proper else None,
-                "dropped": self.dropped, "is_baseline": self.is_baseline}
+                "dropped": self.dropped, "is_baseline": self.is_baseline,
+                "served": self.served.to_dict() if self.served else None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:
@@ -256,14 +264,17 @@ class Candidate:
                    quality_ci=tuple(ci) if ci else None,
                    quick=Timing.from_dict(data["quick"]) if data.get("quick") else None,
                    proper=Timing.from_dict(data["proper"]) if data.get("proper") else None,
-                   dropped=data.get("dropped", ""), is_baseline=data.get("is_baseline", False))
+                   dropped=data.get("dropped", ""), is_baseline=data.get("is_baseline", False),
+                   served=ServedScreen.from_dict(data["served"]) if data.get("served") else None)
 
 
 def select_survivors(candidates: Sequence[Candidate], *, keep: int = 3,
                      tie: float = 0.05) -> list[Candidate]:
-    """Mark candidates that fail the floor or are dominated; return the survivors, fastest
-    first. B dominates A when B passes, is faster at p95 by more than ``tie`` and its quality is
-    no lower. Inconclusive quality survives only when nothing passes (it is reported as such)."""
+    """Mark candidates that fail the floor or are dominated; return the survivors: the
+    ``keep`` fastest at batch 1 (p95), then the fastest per input at each larger batch size
+    screening timed, if not among them. B dominates A when B passes, is faster at p95 by more
+    than ``tie``, its quality is no lower and A is not faster at a batch size serving forms.
+    Inconclusive quality survives only when nothing passes (it is reported as such)."""
     # a variant screening already dropped (stopped early as a clear loser) keeps its reason
     timed = [c for c in candidates
              if c.quick is not None and not c.is_baseline and not c.dropped]
@@ -283,17 +294,52 @@ def select_survivors(candidates: Sequence[Candidate], *, keep: int = 3,
                 break
     alive = sorted((c for c in alive if not c.dropped),
                    key=lambda c: c.quick.p95_ms if c.quick else float("inf"))
-    for c in alive[keep:]:
-        c.dropped = f"not among the {keep} fastest survivors"
-    return alive[:keep]
+    chosen = alive[:keep] + [c for c in batch_winners(alive) if c not in alive[:keep]]
+    for c in alive:
+        if c not in chosen:
+            c.dropped = (f"not among the {keep} fastest survivors at batch 1, nor the fastest "
+                         "at a batch size serving forms")
+    return chosen
+
+
+def batch_winners(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The fastest per input at each batch size above 1 that screening timed (a variant slow
+    alone can be the one that serves full batches best), in batch order, each once."""
+    sizes = sorted({b for c in candidates if c.served is not None for b in c.served.batches
+                    if b > 1})
+    out: list[Candidate] = []
+    for size in sizes:
+        timed = [(ms, i) for i, c in enumerate(candidates)
+                 if (ms := c.item_ms(size)) is not None]
+        if timed:
+            winner = candidates[min(timed)[1]]
+            out.extend([winner] if winner not in out else [])
+    return out
+
+
+def fastest_at_largest_batch(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The candidate fastest per input at the largest batch size any was screened at."""
+    sizes = [b for c in candidates if c.served is not None for b in c.served.batches]
+    if not sizes or max(sizes) <= 1:
+        return None
+    timed = [(ms, i) for i, c in enumerate(candidates)
+             if (ms := c.item_ms(max(sizes))) is not None]
+    return candidates[min(timed)[1]] if timed else None
 
 
 def _dominates(b: Candidate, a: Candidate, tie: float) -> bool:
+    """B passes, is faster at batch 1 p95 by more than ``tie``, its quality is no lower, and
+    ``a`` is not faster by more than ``tie`` at any larger batch size both were timed at."""
     if b.quick is None or a.quick is None or b.quality_verdict != "pass":
         return False
     faster = b.quick.p95_ms < a.quick.p95_ms * (1 - tie)
     qa, qb = a.quality_value, b.quality_value
     no_worse = qa is None or (qb is not None and qb >= qa)
+    sizes = set(a.served.batches if a.served else ()) & set(b.served.batches if b.served else ())
+    for size in sorted(sizes - {1}):
+        a_ms, b_ms = a.item_ms(size), b.item_ms(size)
+        if a_ms is not None and b_ms is not None and a_ms < b_ms * (1 - tie):
+            return False  # a wins where serving batches: not dominated
     return faster and no_worse
 
 

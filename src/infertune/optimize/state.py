@@ -38,6 +38,7 @@ from infertune.optimize.confirm_served import Confirmation
 from infertune.optimize.costs import BudgetChoice, BudgetEstimate, CostFacts
 from infertune.optimize.inputs import InputOptions
 from infertune.optimize.ordering import SearchPlan
+from infertune.optimize.screening import ScreenCurve
 from infertune.optimize.search import Candidate, Skipped
 from infertune.optimize.serving import Contention, Validation
 from infertune.optimize.sweep import SweepResult
@@ -224,6 +225,7 @@ class RunState:
     quality_groups: list[str] | None = None  # pairs: the query group of each quality input
     requests: list[list[Any]] = field(default_factory=list)  # batch-1 timing requests
     base_samples: list[float] = field(default_factory=list)  # baseline ms on those requests
+    base_curve: ScreenCurve | None = None  # baseline call ms at the batch sizes serving forms
     built: list[BuiltVariant] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     # variant id -> Adapter, loaded on use, one at a time (see VariantAdapters)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,15 @@ from infertune.optimize.inputs import (
     measure_trimming,
     trim_length_for,
 )
+from infertune.optimize.screening import (
+    BatchPoint,
+    ScreenCurve,
+    ServedScreen,
+    formable_batches,
+    time_batches,
+    update_best,
+)
+from infertune.optimize.screening import judge as judge_batches
 from infertune.optimize.search import (
     NEED_PROPER_S,
     NEED_QUICK_S,
@@ -71,6 +80,7 @@ from infertune.optimize.state import (
     quality_metrics,
     write_json,
 )
+from infertune.optimize.sweep import SweepGrid
 from infertune.quality import QualityResult, evaluate_outputs, run_outputs
 from infertune.quality.degenerate import check_outputs_vary
 from infertune.quality.metrics import TASKS
@@ -214,6 +224,10 @@ def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> No
     progress.tick("timing the baseline alone for screening")
     state.base_samples = time_alone(state.baseline.predict, state.requests,
                                     budget_s=_quick_s(budget), min_n=20)
+    # and at the batch sizes serving forms, for the same reason (screening.py)
+    progress.tick("timing the baseline at the batch sizes serving forms")
+    state.base_curve = _served_curve(state, state.baseline.predict, state.base_samples,
+                                     _batch_s(budget))
     # the measured times every later step's cost is scaled from (costs.py)
     state.cost_facts = CostFacts(call_ms=float(np.median(state.base_samples)), item_ms=item_ms,
                                  cal_item_ms=cal_item_ms, params_m=params_m(state),
@@ -222,6 +236,34 @@ def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> No
 
 def _quick_s(budget: Budget) -> float:
     return min(max(NEED_QUICK_S / 2, budget.left() * 0.02), 6.0)
+
+
+def _batch_s(budget: Budget) -> float:
+    """Seconds for a variant's batched points: a few calls each is enough to see a loss of
+    more than the margin (screening.MARGIN) on full batches."""
+    return min(_quick_s(budget) / 3, 1.5)
+
+
+def served_batches(state: RunState) -> list[int]:
+    """The sweep's batch sizes this scenario's traffic can form (screening.formable_batches):
+    its peak rate within its loosest latency target."""
+    sc = state.options.scenario
+    peak = sc.traffic.peak_rps or sc.traffic.mean_rps or sc.current.rps
+    targets = sc.slo.targets()
+    cores = state.hardware.effective_cores if state.hardware is not None else 1
+    grid = SweepGrid.for_cores(cores, state.options.quick)
+    return formable_batches(grid.max_batch_size, peak, max(targets.values()) if targets else None)
+
+
+def _served_curve(state: RunState, call: Callable[[Sequence[Any]], Any],
+                  batch1_ms: Sequence[float], budget_s: float) -> ScreenCurve:
+    """Batch 1 from the sequential timing's samples, the larger sizes timed now."""
+    larger = [b for b in served_batches(state) if b > 1]
+    curve = time_batches(call, state.options.data.inputs, larger, budget_s=budget_s,
+                         seed=state.options.seed)
+    if batch1_ms:
+        curve = curve.with_point(BatchPoint(1, float(np.median(batch1_ms)), len(batch1_ms)))
+    return curve
 
 
 def build(state: RunState, budget: Budget, progress: Progress,
@@ -273,12 +315,15 @@ def candidate_from(variant_id: str, title: str, result: QualityResult | None) ->
 
 def screen(state: RunState, budget: Budget, progress: Progress) -> None:
     """Quick timing and the quality verdict of every built variant, in build order (the order
-    of expected gain per second). Timing comes first and stops early for a clear loser against
-    the fastest passing variant so far (else the baseline), whose quality run is then skipped:
-    it cannot be recommended, so its seconds go to the variants that can (sequential.py)."""
+    of expected gain per second). Batch-1 timing comes first and stops early for a clear loser
+    against the fastest passing variant so far (else the baseline); then the variant is timed
+    at the batch sizes serving forms (screening.py), and only a variant that lost at every one
+    of them is pruned, its quality run skipped: it cannot be recommended, so its seconds go to
+    the variants that can (sequential.py)."""
     screened = 0
     rule = StopRule()
     best: tuple[str, list[float]] | None = None  # fastest passing variant so far, its samples
+    best_at: dict[int, tuple[str, float]] = {}  # batch -> fastest passing variant there, ms
     for b in state.built:
         if b.skipped or b.is_baseline or b.path is None:
             continue
@@ -301,21 +346,39 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
                                           reference_ms=ref_ms, budget_s=_quick_s(budget),
                                           rule=rule, reference=ref_name,
                                           seed=state.options.seed)
+        served = _screen_served(state, adapter, var_ms, stopped, best_at, budget)
         result = None
-        if stopped is None and state.reference is not None:
+        if served.kept and state.reference is not None:
             result = judge(state, adapter, b.variant_id, b.path)
         cand = candidate_from(b.variant_id, b.title, result)
+        cand.served = served
         cand.quick = quick_timing(b.variant_id, _base_samples(state, len(var_ms)), var_ms,
                                   seed=state.options.seed)
-        if stopped is not None:
-            cand.dropped = stopped
-            state.skip(f"quality of {b.variant_id}", f"not judged: {stopped}")
-        elif cand.quality_verdict == "pass" and (
-                best is None or np.median(var_ms) < np.median(best[1][:len(var_ms)])):
-            best = (b.variant_id, var_ms)
+        state.notes.append(f"screening of {b.variant_id} at the batch sizes serving forms: "
+                           + served.describe())
+        if not served.kept:
+            cand.dropped = f"{stopped}; and it lost at every batch size serving forms" \
+                if stopped else "it lost at every batch size serving forms"
+            state.skip(f"quality of {b.variant_id}", f"not judged: {cand.dropped}")
+        elif cand.quality_verdict == "pass":
+            update_best(best_at, b.variant_id, served.curve)
+            if stopped is None and (
+                    best is None or np.median(var_ms) < np.median(best[1][:len(var_ms)])):
+                best = (b.variant_id, var_ms)
         write_json(b.path / "latency.json", {"quick": cand.quick.to_dict()})
         state.candidates.append(cand)
         del adapter  # so loading the next variant frees this one (VariantAdapters)
+
+
+def _screen_served(state: RunState, adapter: Adapter, var_ms: list[float],
+                   stopped: str | None, best_at: dict[int, tuple[str, float]],
+                   budget: Budget) -> ServedScreen:
+    """The variant timed at the larger batch sizes serving forms and judged at each against
+    the fastest passing variant so far there (else the baseline)."""
+    curve = _served_curve(state, adapter.predict, var_ms, _batch_s(budget))
+    base = state.base_curve or ScreenCurve()
+    refs = {p.batch: best_at.get(p.batch, ("the baseline", p.ms)) for p in base.points}
+    return judge_batches(curve, refs, curve.batches, stopped_at_1=stopped)
 
 
 def _base_samples(state: RunState, n: int) -> list[float]:

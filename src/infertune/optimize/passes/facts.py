@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-from infertune.hardware import VNNI_FLAGS, HardwareInfo
+from infertune.hardware import VNNI_FLAGS, GpuInfo, HardwareInfo
 
 Device = Literal["cpu", "gpu"]
 Tier = Literal["quick", "full"]
@@ -85,13 +85,14 @@ def cpu_paths(hw: HardwareInfo) -> tuple[HardwarePath, ...]:
 
 def gpu_capability(hw: HardwareInfo) -> float:
     """The best NVIDIA compute capability on the machine (0.0: none, or not reported)."""
-    best = 0.0
-    for gpu in hw.gpus:
-        try:
-            best = max(best, float(gpu.compute_capability or 0))
-        except ValueError:
-            continue
-    return best
+    return max((_capability(g) for g in hw.gpus), default=0.0)
+
+
+def _capability(gpu: GpuInfo) -> float:
+    try:
+        return float(gpu.compute_capability or 0)
+    except ValueError:
+        return 0.0
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ class Requires:
     why: str = ""
 
     def needs(self) -> str:
-        """What it would take, as a phrase ("needs AMX (amx_bf16) or avx512_bf16")."""
+        """What the hardware would take, as a phrase ("needs AMX (amx_bf16) or avx512_bf16");
+        the libraries and model kinds are said apart (``missing``, ``reason``)."""
         parts = []
         if self.cpu_flags_any:
             words = [FLAG_WORDS.get(f, f) for f in self.cpu_flags_any]
@@ -120,11 +122,7 @@ class Requires:
             parts.append(" or ".join(words))
         if self.gpu_capability is not None:
             parts.append(f"an NVIDIA GPU of compute capability {self.gpu_capability:g}+")
-        if self.libraries:
-            parts.append(" and ".join(self.libraries) + " installed")
-        if self.model_kinds:
-            parts.append("a " + " or ".join(self.model_kinds) + " model")
-        return "needs " + ", ".join(parts) if parts else "needs nothing in particular"
+        return "needs " + " and ".join(parts) if parts else "runs on any CPU"
 
     def missing(self, hw: HardwareInfo) -> list[str]:
         """The required libraries ``hw`` does not list as installed (doctor reads this; the
@@ -138,8 +136,9 @@ class Requires:
                        and gpu_capability(hw) >= self.or_gpu_capability)
         if self.cpu_flags_any and not gpu_instead \
                 and not any(hw.has(f) for f in self.cpu_flags_any):
+            gpu = " and no such GPU" if self.or_gpu_capability is not None else ""
             return (f"{self.needs()}; this CPU ({hw.cpu_model}) has none of "
-                    f"{', '.join(self.cpu_flags_any)}")
+                    f"{', '.join(self.cpu_flags_any)}{gpu}")
         if self.gpu_capability is not None:
             found = gpu_capability(hw)
             if found < self.gpu_capability:
@@ -147,8 +146,18 @@ class Requires:
                         else "this machine has no NVIDIA GPU")
                 return f"{self.needs()}; {have}"
         if kind is not None and self.model_kinds and kind not in self.model_kinds:
-            return f"{self.needs()}; this is a {kind} model"
+            return f"builds from {' or '.join(self.model_kinds)} models; this is a {kind} model"
         return None
+
+    def basis(self, hw: HardwareInfo) -> str:
+        """What on ``hw`` makes it apply (doctor's "why"), assuming ``reason`` said None."""
+        flags = [f for f in self.cpu_flags_any if hw.has(f)]
+        if flags:
+            return f"{', '.join(flags)} present"
+        if self.cpu_flags_any or self.gpu_capability is not None:
+            best = max(hw.gpus, key=_capability)
+            return f"GPU {best.name} (compute {best.compute_capability})"
+        return "no special hardware needed"
 
 
 @dataclass(frozen=True)
@@ -284,6 +293,7 @@ class PassFacts:
     plans: tuple[InPlan, ...] = ()
     option: str | None = None  # the knowledge-base option its measured A/B stands for
     summary: str = ""  # one line for doctor
+    engine: str = ""  # how doctor names the engine when not the runtime ("TensorRT")
 
     def paths(self, hw: HardwareInfo) -> tuple[HardwarePath, ...]:
         return ("gpu",) if self.device == "gpu" else cpu_paths(hw)
@@ -298,8 +308,12 @@ class PassFacts:
         return next((p for p in self.plans if p.kind == kind), None)
 
     @property
+    def engine_name(self) -> str:
+        return self.engine or RUNTIME_TITLES.get(self.runtime, self.runtime)
+
+    @property
     def title(self) -> str:
-        return f"{RUNTIME_TITLES.get(self.runtime, self.runtime)} {self.precision}"
+        return f"{self.engine_name} {self.precision}"
 
 
 UNKNOWN = PassFacts(runtime="unknown", precision="unknown",

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from infertune.errors import ConfigError, InternalError
+from infertune.hardware import HardwareInfo
 from infertune.optimize.passes.base import Pass
 from infertune.optimize.passes.facts import UNKNOWN, PassFacts
 
@@ -110,3 +111,57 @@ def as_registry(found: Mapping[str, PassFactory] | None) -> Registry:
 
 def create_pass(name: str, registry: Mapping[str, PassFactory] | None = None) -> Pass:
     return as_registry(registry).create(name)
+
+
+@dataclass(frozen=True)
+class EngineVerdict:
+    """One engine x precision (its passes grouped) on one machine: whether any of its passes
+    applies there, and why, or what it would take (doctor prints these)."""
+
+    engine: str  # "OpenVINO bf16"
+    runtime: str
+    precision: str
+    device: str
+    applies: bool
+    why: str
+    passes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "runtime": self.runtime, "precision": self.precision,
+                "device": self.device, "applies": self.applies, "why": self.why,
+                "passes": list(self.passes)}
+
+
+def engines_on(hw: HardwareInfo, registry: Mapping[str, PassFactory] | None = None
+               ) -> list[EngineVerdict]:
+    """Every registered engine x precision judged on ``hw`` (its hardware rules and the
+    libraries it lists as installed), CPU engines first, in a stable order."""
+    groups: dict[tuple[str, str, str], list[Entry]] = {}
+    for entry in as_registry(registry).entries():
+        f = entry.facts
+        if f.runtime != UNKNOWN.runtime:
+            groups.setdefault((f.device, f.engine_name, f.precision), []).append(entry)
+    return [_verdict(hw, entries) for _, entries in sorted(groups.items())]
+
+
+def _verdict(hw: HardwareInfo, entries: list[Entry]) -> EngineVerdict:
+    first = entries[0].facts
+    runtime, precision, device = first.runtime, first.precision, first.device
+    names = tuple(sorted(e.name for e in entries))
+    title = first.title
+    why_not = []
+    # the pass a default plan builds first speaks for the group
+    for e in sorted(entries, key=_plan_rank):
+        req = e.facts.requires
+        reason = req.reason(hw)
+        missing = req.missing(hw)
+        if reason is None and not missing:
+            return EngineVerdict(title, runtime, precision, device, True,
+                                 f"{req.basis(hw)}; {e.facts.summary}", names)
+        why_not.append(reason or f"needs {' and '.join(missing)} installed (not found here)")
+    return EngineVerdict(title, runtime, precision, device, False, why_not[0], names)
+
+
+def _plan_rank(entry: Entry) -> tuple[int, str]:
+    ranks = [p.rank for p in entry.facts.plans]
+    return (min(ranks) if ranks else 1 << 30, entry.name)
