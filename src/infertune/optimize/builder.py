@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from infertune.hardware import HardwareInfo
 from infertune.optimize.costs import build_s, screen_s, step_s
 from infertune.optimize.ordering import PlannedPass, SearchPlan, int8_path, plan_order
 from infertune.optimize.passes import REGISTRY, build_variants
@@ -25,6 +26,7 @@ from infertune.optimize.passes._tensor import onnx_file
 from infertune.optimize.passes.base import PassContext, QualityTarget
 from infertune.optimize.passes.facts import RUNTIME_TITLES, CostFacts
 from infertune.optimize.passes.registry import PassFactory, Registry, as_registry
+from infertune.optimize.screening import BATCHED_PRIORS_FROM, scenario_batches
 from infertune.optimize.search import Progress
 from infertune.optimize.state import BuiltVariant, RunState
 from infertune.optimize.variant import Variant, VariantResult
@@ -72,14 +74,28 @@ TENSOR_QUICK_PASSES = tuple(planned("tensor", False))
 
 
 def plan_passes(quick: bool, budget_s: float, tensor: bool = False,
-                reg: Mapping[str, PassFactory] | None = None) -> tuple[list[str], list[str]]:
-    """(passes to build, passes left out for time) for this budget and kind of model."""
+                reg: Mapping[str, PassFactory] | None = None,
+                hw: HardwareInfo | None = None) -> tuple[list[str], list[str]]:
+    """(passes to build, passes left out for time) for this budget and kind of model; with
+    ``hw``, less the GPU passes that machine has no GPU for (see ``on_this_device``)."""
     kind = "tensor" if tensor else "text"
     full = not quick and budget_s >= 45
-    full_plan = planned(kind, True, reg)
-    chosen = full_plan if full else planned(kind, False, reg)
+    full_plan = on_this_device(planned(kind, True, reg), reg, hw)
+    chosen = full_plan if full else on_this_device(planned(kind, False, reg), reg, hw)
     left = [p for p in full_plan if p not in chosen]
     return chosen, left
+
+
+def on_this_device(names: list[str], reg: Mapping[str, PassFactory] | None,
+                   hw: HardwareInfo | None) -> list[str]:
+    """``names`` less the GPU passes whose GPU ``hw`` lacks: planned on a CPU machine, they
+    would only be skipped, after their estimated cost had taken budget (and --budget auto's
+    estimate) from the passes that run. Without ``hw``, ``names`` as declared."""
+    if hw is None:
+        return names
+    found = as_registry(reg)
+    return [n for n in names
+            if found.facts(n).device != "gpu" or found.facts(n).reason(hw) is None]
 
 
 def default_builder(state: RunState, budget_s: float, progress: Progress,
@@ -103,10 +119,18 @@ def default_builder(state: RunState, budget_s: float, progress: Progress,
                       compile_budget_s=min(budget_s / 2, 120.0))
     reg = as_registry(passes)
     kind = state.baseline.info.kind
-    names, left = plan_passes(quick, budget_s, kind == "tensor", reg)
+    names, left = plan_passes(quick, budget_s, kind == "tensor", reg, hw)
+    declared = planned(kind, True, reg)
+    off_device = [n for n in declared if n not in on_this_device(declared, reg, hw)]
+    if off_device:
+        state.notes.append(f"GPU passes not planned ({reg.facts(off_device[0]).reason(hw)}): "
+                           + ", ".join(off_device))
     state.notes.append("passes not tried by default (slower or subsumed): "
                        + ", ".join(not_run(kind, reg)))
     deadline = time.monotonic() + budget_s
+    # traffic that forms full batches orders the passes by their batch-16 figures where known
+    batched = max(scenario_batches(state.options.scenario, hw.effective_cores,
+                                   quick)) >= BATCHED_PRIORS_FROM
     built: dict[str, Variant] = {}
     results: list[VariantResult] = []
 
@@ -134,7 +158,7 @@ def default_builder(state: RunState, budget_s: float, progress: Progress,
         # tried again (its dependants fall back or are skipped by build_variants)
         plan = plan_order(todo, hw, partial(_step_s, facts, reg), _sources(reg),
                           done=[r.pass_name for r in results], basis=facts.basis,
-                          registry=reg)
+                          registry=reg, batched=batched)
         nxt = plan.passes[0]
         chain = [p for p in plan.passes[:plan.names.index(nxt.needed_by or nxt.name) + 1]]
         need = sum(build_s(p.name, facts, reg) for p in chain)

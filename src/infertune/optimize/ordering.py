@@ -114,15 +114,17 @@ Sources = Callable[[str], Sequence[str]]  # pass name -> the passes it is built 
 
 def plan_order(names: Sequence[str], hw: HardwareInfo, cost_s: Callable[[str], float],
                sources: Sources, done: Sequence[str] = (), basis: str = "",
-               registry: Mapping[str, PassFactory] | None = None) -> SearchPlan:
+               registry: Mapping[str, PassFactory] | None = None,
+               batched: bool = False) -> SearchPlan:
     """Greedy order of ``names`` by expected gain per second, each pass's prior read from
     ``registry`` (default: every registered pass). A pass's cost includes the sources it needs
     that are neither ``done`` nor planned yet; they are planned just before it. Ties go to the
-    order of ``names`` (the hand-written plan), so the result is stable."""
+    order of ``names`` (the hand-written plan), so the result is stable. ``batched``: the
+    traffic forms full batches, so a pass's batch-16 figure stands where it has one."""
     reg = as_registry(registry)
 
     def prior(name: str, hw: HardwareInfo) -> Prior:
-        return reg.facts(name).prior(hw)
+        return reg.facts(name).prior(hw, batched)
 
     have = set(done)
     plan: list[PlannedPass] = []

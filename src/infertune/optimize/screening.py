@@ -19,11 +19,15 @@ from typing import Any, Literal
 
 import numpy as np
 
+from infertune.config import Scenario
+from infertune.optimize.sweep import SweepGrid
+
 Outcome = Literal["won", "lost", "tie"]
 # a batched point wins or loses only by more than this share of the reference's time: the
 # points are medians of a handful of calls, and a near-tie is not evidence either way
 MARGIN = 0.05
 MAX_POINTS = 3  # batch 1, the largest formable batch and one between: "a few points"
+BATCHED_PRIORS_FROM = 8  # the build order takes batch-16 priors when batches this big form
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,15 @@ def formable_batches(max_batch_sizes: Sequence[int], peak_rps: float | None,
     top = sizes[-1]
     middle = min(sizes[1:-1], key=lambda b: abs(np.log(b) - np.log(top) / 2))
     return [1, middle, top]
+
+
+def scenario_batches(scenario: Scenario, cores: int, quick: bool) -> list[int]:
+    """``formable_batches`` for a scenario: its peak rate (else mean, else current) within
+    its loosest latency target, over the sweep grid's batch sizes for ``cores``."""
+    peak = scenario.traffic.peak_rps or scenario.traffic.mean_rps or scenario.current.rps
+    targets = scenario.slo.targets()
+    sizes = SweepGrid.for_cores(cores, quick).max_batch_size
+    return formable_batches(sizes, peak, max(targets.values()) if targets else None)
 
 
 def judge(variant: ScreenCurve, references: Mapping[int, tuple[str, float]],

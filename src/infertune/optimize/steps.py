@@ -43,7 +43,7 @@ from infertune.optimize.screening import (
     BatchPoint,
     ScreenCurve,
     ServedScreen,
-    formable_batches,
+    scenario_batches,
     time_batches,
     update_best,
 )
@@ -80,7 +80,6 @@ from infertune.optimize.state import (
     quality_metrics,
     write_json,
 )
-from infertune.optimize.sweep import SweepGrid
 from infertune.quality import QualityResult, evaluate_outputs, run_outputs
 from infertune.quality.degenerate import check_outputs_vary
 from infertune.quality.metrics import TASKS
@@ -247,12 +246,8 @@ def _batch_s(budget: Budget) -> float:
 def served_batches(state: RunState) -> list[int]:
     """The sweep's batch sizes this scenario's traffic can form (screening.formable_batches):
     its peak rate within its loosest latency target."""
-    sc = state.options.scenario
-    peak = sc.traffic.peak_rps or sc.traffic.mean_rps or sc.current.rps
-    targets = sc.slo.targets()
     cores = state.hardware.effective_cores if state.hardware is not None else 1
-    grid = SweepGrid.for_cores(cores, state.options.quick)
-    return formable_batches(grid.max_batch_size, peak, max(targets.values()) if targets else None)
+    return scenario_batches(state.options.scenario, cores, state.options.quick)
 
 
 def _served_curve(state: RunState, call: Callable[[Sequence[Any]], Any],

@@ -24,6 +24,9 @@ ARM_GUESS = ("estimate, not measured on ARM: taken as on VNNI, since asimd_dotpr
              "ARM the same native INT8 dot product")
 AMX_HAND = ("measured by hand (issue 27): minilm on a 2-core Xeon with AMX, each configuration "
             "in its own process, 600 batch-1 calls on held-out sentences, p95 over eager fp32")
+# the same hand measurement's texts/s at batch 16 (two rounds in opposite order); torch fp32
+# did 225, so a pass's batched figure there is its texts/s / 225
+AMX_BATCH16_FP32 = 225.0
 INT8_VNNI_GAIN = 5.2 / 2.72
 
 

@@ -40,6 +40,16 @@ class Prior:
     spread: float
     p_quality: float
     source: str
+    # inputs/s over the eager baseline's at batch 16, where the same source measured it: what
+    # the pass gives when serving forms full batches (issue 27: the order changes there)
+    batched: float | None = None
+
+    def at_batches(self, batched: bool) -> Prior:
+        """This prior, or its batch-16 figure when the traffic forms full batches."""
+        if not batched or self.batched is None:
+            return self
+        return Prior(self.batched, self.spread, self.p_quality,
+                     f"{self.source}; batch-16 inputs/s over the baseline's")
 
 
 NEUTRAL = Prior(1.0, GUESS_SPREAD, 0.9, NEUTRAL_SOURCE)
@@ -298,8 +308,8 @@ class PassFacts:
     def paths(self, hw: HardwareInfo) -> tuple[HardwarePath, ...]:
         return ("gpu",) if self.device == "gpu" else cpu_paths(hw)
 
-    def prior(self, hw: HardwareInfo) -> Prior:
-        return self.priors.on(self.paths(hw))
+    def prior(self, hw: HardwareInfo, batched: bool = False) -> Prior:
+        return self.priors.on(self.paths(hw)).at_batches(batched)
 
     def reason(self, hw: HardwareInfo, kind: str | None = None) -> str | None:
         return self.requires.reason(hw, kind)

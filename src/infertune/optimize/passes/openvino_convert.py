@@ -12,7 +12,7 @@ from typing import Any, Literal
 from infertune.errors import NotApplicableError
 from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, convert_onnx
 from infertune.models.variant import PassRecord
-from infertune.optimize.passes._priors import AMX_HAND
+from infertune.optimize.passes._priors import AMX_BATCH16_FP32, AMX_HAND
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.facts import (
     MEASURED_SPREAD,
@@ -43,7 +43,8 @@ HINTS: dict[Precision, Literal["f32", "bf16"]] = {"fp32": "f32", "bf16": "bf16"}
 @register("openvino_fp32", facts=PassFacts(
     runtime="openvino", precision="fp32", requires=Requires(
         libraries=("openvino",), model_kinds=("text",)),
-    priors=Priors({"amx": Prior(1.18, MEASURED_SPREAD, 1.0, AMX_HAND)}),
+    priors=Priors({"amx": Prior(1.18, MEASURED_SPREAD, 1.0, AMX_HAND,
+                                batched=239 / AMX_BATCH16_FP32)}),
     cost=OpenVinoCost(), plans=(InPlan("text", "full", 10),),
     summary="the ONNX export as OpenVINO IR, compiled in f32"))
 # bf16: 1.30x at p95 but 2.44x at p50 at batch 1 (its tail: recompiling new sequence lengths),
@@ -52,7 +53,8 @@ HINTS: dict[Precision, Literal["f32", "bf16"]] = {"fp32": "f32", "bf16": "bf16"}
     runtime="openvino", precision="bf16", requires=Requires(
         cpu_flags_any=BF16_FLAGS, libraries=("openvino",), model_kinds=("text",),
         why="elsewhere OpenVINO emulates bf16 or runs it as f32"),
-    priors=Priors({"amx": Prior(1.30, MEASURED_SPREAD, 0.95, AMX_HAND)}),
+    priors=Priors({"amx": Prior(1.30, MEASURED_SPREAD, 0.95, AMX_HAND,
+                                batched=700 / AMX_BATCH16_FP32)}),
     cost=OpenVinoCost(), plans=(InPlan("text", "full", 11),),
     summary="the OpenVINO IR compiled with a bf16 inference precision"))
 class OpenVinoPass:
