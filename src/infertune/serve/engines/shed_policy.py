@@ -1,7 +1,7 @@
 """The autoscaling policy of `infertune serve --engine ray`: Ray Serve's queue-length rule,
 raised while the replicas refuse traffic.
 
-    desired = max(ongoing / target,  n / (1 - r))
+    desired = max(ongoing / target,  n / (1 - r))   while r > 0, else ongoing / target
 
 ``ongoing / target`` is Ray's own rule (requests queued and running over target_ongoing_requests
 per replica). It alone cannot see an overload that is shed: with the router's queue bounded
@@ -35,9 +35,9 @@ def desired_replicas(current: int, ongoing: float, target: float,
         return 0.0
     by_queue = ongoing / target
     shares = [min(MAX_SHARE, max(0.0, s)) for s in refused_shares]
-    if not shares:
-        return by_queue
-    refused = sum(shares) / len(shares)
+    refused = sum(shares) / len(shares) if shares else 0.0
+    if refused <= 0.0:
+        return by_queue  # nothing refused: Ray's rule alone, down as well as up
     return max(by_queue, current / (1.0 - refused))
 
 

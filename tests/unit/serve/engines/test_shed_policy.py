@@ -20,6 +20,8 @@ def test_without_refusals_it_is_rays_queue_length_rule() -> None:
     assert desired_replicas(2, ongoing=30.0, target=10.0, refused_shares=[]) == 3.0
     assert desired_replicas(2, ongoing=30.0, target=10.0, refused_shares=[0.0, 0.0]) == 3.0
     assert desired_replicas(0, ongoing=5.0, target=1.0, refused_shares=[0.5]) == 0.0
+    # idle replicas that refuse nothing scale down as Ray's rule says
+    assert desired_replicas(2, ongoing=5.0, target=10.0, refused_shares=[0.0, 0.0]) == 0.5
 
 
 def test_refusals_raise_it_to_what_would_carry_the_whole_load() -> None:
