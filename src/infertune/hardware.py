@@ -289,13 +289,19 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+# the same import under another distribution name: onnxruntime-gpu installs `onnxruntime`
+DISTRIBUTIONS = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu")}
+
+
 def library_versions() -> dict[str, str]:
     versions = {}
     for name in LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+        for dist in DISTRIBUTIONS.get(name, (name,)):
+            try:
+                versions[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
     return versions
 
 

@@ -87,7 +87,7 @@ def resize(state: RunState, budget: Budget, facts: CostFacts, *,
     are built, ``later_share`` (the share of any budget the stages after building get) keeps
     it from leaving them less, whatever the build took."""
     tensor = state.baseline.info.kind == "tensor"
-    passes, _ = plan_passes(state.options.quick, budget.total_s, tensor)
+    passes, _ = plan_passes(state.options.quick, budget.total_s, tensor, hw=state.hardware)
     choice = auto_budget(passes, facts)
     floor = budget.spent() + later_share * choice.seconds if later_share else 0.0
     if choice.seconds < floor:

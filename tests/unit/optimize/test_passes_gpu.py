@@ -154,3 +154,49 @@ def test_a_gpu_variant_built_here_is_refused_at_load_with_the_provider_named(
     assert skipped.status == "skipped"
     assert "this onnxruntime has no CUDAExecutionProvider" in skipped.reason
     assert not (tmp_path / "ort_cuda_fp16").exists()
+
+
+def test_the_gpu_passes_are_registered_with_their_facts() -> None:
+    from infertune.optimize.passes import REGISTRY
+
+    for name in ("ort_cuda_fp16", "ort_tensorrt_fp16", "torch_fp16"):
+        facts = REGISTRY.facts(name)
+        assert (facts.device, facts.precision) == ("gpu", "fp16"), name
+        assert facts.reason(machine(T4)) is None, name
+        assert "this machine has no NVIDIA GPU" in (facts.reason(machine()) or ""), name
+        assert "the best GPU here has compute 6" in (facts.reason(machine(P100)) or ""), name
+        prior = facts.prior(machine(T4))
+        assert (prior.speedup, prior.source.startswith("no measurement yet")) == (1.0, True)
+    assert REGISTRY.facts("ort_cuda_fp16").runtime == "onnxruntime"
+
+
+def test_gpu_passes_are_planned_only_where_their_gpu_is() -> None:
+    from infertune.optimize.builder import FULL_PASSES, QUICK_PASSES, plan_passes
+
+    gpu = ("ort_cuda_fp16", "ort_tensorrt_fp16", "torch_fp16")
+    on_t4, _ = plan_passes(quick=False, budget_s=600, hw=machine(T4))
+    assert on_t4 == list(FULL_PASSES) and set(gpu) <= set(on_t4)
+    quick_t4, left = plan_passes(quick=True, budget_s=600, hw=machine(T4))
+    assert "ort_cuda_fp16" in quick_t4 and {"ort_tensorrt_fp16", "torch_fp16"} <= set(left)
+    for hw in (machine(), machine(P100)):
+        chosen, left = plan_passes(quick=False, budget_s=600, hw=hw)
+        assert chosen == [p for p in FULL_PASSES if p not in gpu] and left == []
+        quick, left = plan_passes(quick=True, budget_s=600, hw=hw)
+        assert quick == [p for p in QUICK_PASSES if p not in gpu]
+        assert not set(gpu) & set(left)
+    # without a machine, the plan as the facts declare it
+    assert plan_passes(quick=False, budget_s=600)[0] == list(FULL_PASSES)
+
+
+def test_onnxruntime_gpu_counts_as_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    from infertune import hardware
+
+    def version(dist: str) -> str:
+        if dist == "onnxruntime-gpu":
+            return "1.31.1"
+        raise metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(hardware.metadata, "version", version)
+    assert hardware.library_versions() == {"onnxruntime": "1.31.1"}

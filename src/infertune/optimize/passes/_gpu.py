@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from infertune.models.gpu import (
+    FP16_TENSOR_CORES,
     GpuProvider,
     OrtGpuSettings,
     available_providers,
@@ -20,8 +21,17 @@ from infertune.models.gpu import (
 from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.passes._onnx import OrtDerivedPass
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import GUESS_SPREAD, Prior, Priors, Requires, everywhere
 
 ProvidersFn = Callable[[], Sequence[str]]
+
+# No GPU has been lent to the sessions that wrote these passes, so nothing is measured yet:
+# a neutral prior, as wide as a guess, until benchmarks/gpu_check.py's figures replace it.
+GPU_UNMEASURED: Priors = everywhere(Prior(
+    1.0, GUESS_SPREAD, 0.95, "no measurement yet (no GPU was lent to measure on): a neutral "
+    "prior; benchmarks/gpu_check.py measures it against fp32 eager on the GPU"))
+ORT_GPU = Requires(gpu_capability=FP16_TENSOR_CORES, libraries=("onnx", "onnxruntime"),
+                   why="FP16 tensor cores (Volta+) and onnxruntime-gpu's GPU providers")
 
 
 class OrtGpuPass(OrtDerivedPass):

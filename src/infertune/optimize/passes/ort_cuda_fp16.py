@@ -16,11 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from infertune.models.variant import PassRecord
-from infertune.optimize.passes._gpu import OrtGpuPass
+from infertune.optimize.passes._gpu import GPU_UNMEASURED, ORT_GPU, OrtGpuPass
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import FUSE_RATIO, ExportCost, InPlan, PassFacts
 from infertune.optimize.passes.ort_fusion import BERT_LIKE
+from infertune.optimize.passes.registry import register
 
 
+@register("ort_cuda_fp16", facts=PassFacts(
+    runtime="onnxruntime", precision="fp16", device="gpu", requires=ORT_GPU,
+    # the same optimizer call as ort_fused (FUSE_RATIO) plus the fp16 conversion (not timed)
+    priors=GPU_UNMEASURED, cost=ExportCost(FUSE_RATIO, check=True),
+    # the GPU's first candidate (kept on CPU machines out of the plan: builder.plan_passes)
+    plans=(InPlan("text", "quick", 5), InPlan("tensor", "quick", 3)),
+    summary="onnxruntime CUDA provider, graph fused for the GPU and in FP16, IO binding"))
 class OrtCudaFp16Pass(OrtGpuPass):
     name = "ort_cuda_fp16"
     provider = "cuda"

@@ -15,10 +15,19 @@ from typing import Any
 from infertune.models.gpu import OrtGpuSettings, TrtProfile, trt_profile
 from infertune.models.text import TextAdapter
 from infertune.models.variant import Manifest, PassRecord
-from infertune.optimize.passes._gpu import OrtGpuPass, ProvidersFn
+from infertune.optimize.passes._gpu import GPU_UNMEASURED, ORT_GPU, OrtGpuPass, ProvidersFn
 from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.facts import UNKNOWN_COST, InPlan, PassFacts
+from infertune.optimize.passes.registry import register
 
 
+@register("ort_tensorrt_fp16", facts=PassFacts(
+    runtime="onnxruntime", precision="fp16", device="gpu", requires=ORT_GPU,
+    # not measured: the shape inference is quick, but TensorRT builds its engines at the
+    # first load (in the build check), which on a GPU takes minutes for an encoder
+    priors=GPU_UNMEASURED, cost=UNKNOWN_COST,
+    plans=(InPlan("text", "full", 13), InPlan("tensor", "full", 9)),
+    summary="onnxruntime TensorRT provider, FP16 engines cached, a profile from the traffic"))
 class OrtTensorrtFp16Pass(OrtGpuPass):
     name = "ort_tensorrt_fp16"
     provider = "tensorrt"

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from infertune.models.gpu import fp16_gpu_reason
+from infertune.models.gpu import FP16_TENSOR_CORES, fp16_gpu_reason
 from infertune.models.variant import TorchRecipe
+from infertune.optimize.passes._gpu import GPU_UNMEASURED
 from infertune.optimize.passes._torch import TorchVariantPass
 from infertune.optimize.passes.base import PassContext
-from infertune.optimize.passes.facts import TORCH_COPY_RATIO, ExportCost, PassFacts, Requires
+from infertune.optimize.passes.facts import (
+    TORCH_COPY_RATIO,
+    ExportCost,
+    InPlan,
+    PassFacts,
+    Requires,
+)
 from infertune.optimize.passes.registry import register
 
 
@@ -24,9 +31,10 @@ def torch_sees_cuda() -> bool:
 
 @register("torch_fp16", facts=PassFacts(
     runtime="torch", precision="fp16", device="gpu", requires=Requires(
-        gpu_capability=7.0, libraries=("torch", "transformers"), model_kinds=("text",),
-        why="FP16 tensor cores (Volta+); CPUs lack fast FP16 matmuls"),
-    cost=ExportCost(TORCH_COPY_RATIO), summary="torch FP16 on CUDA"))
+        gpu_capability=FP16_TENSOR_CORES, libraries=("torch", "transformers"),
+        model_kinds=("text",), why="FP16 tensor cores (Volta+); CPUs lack fast FP16 matmuls"),
+    priors=GPU_UNMEASURED, cost=ExportCost(TORCH_COPY_RATIO),
+    plans=(InPlan("text", "full", 14),), summary="torch FP16 on CUDA"))
 class TorchFp16Pass(TorchVariantPass):
     name = "torch_fp16"
     precision = "fp16"
