@@ -83,6 +83,7 @@ class HardwareInfo:
         if schema != SCHEMA:
             raise ConfigError(f"hardware schema {schema!r} is not supported; expected {SCHEMA!r}")
         data.pop("applicability", None)  # derived from the rest, recomputed on read
+        data.pop("engines", None)  # doctor --json's engine verdicts, derived the same way
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
