@@ -44,11 +44,20 @@ def test_the_recommendation_is_measured_as_served_in_its_own_process(tmp_path: P
     assert len(set(pids)) == 2 and os.getpid() not in pids
     a, b = (f"{x['variant_id']}/{x['policy_id']}" for x in arms)
     assert a != b and conf["order"] == [a, b, b, a]
-    for arm in arms:  # two segments per rate pooled, each a 2.5 s open-loop run
+    # each rate's segment sized for a decision (p99: 3,000 requests) within the budget left,
+    # never under the quick minimum of 2.5 s, never past half the decisive run
+    decisive = conf["decisive"]
+    assert {k: decisive[k]["requests"] for k in ("mean", "peak")} == {"mean": 3000,
+                                                                      "peak": 3000}
+    for label in ("mean", "peak"):
+        assert 2.5 <= conf["seconds_at"][label] <= decisive[label]["duration_s"] / 2 + 0.05
+    for arm in arms:  # two segments per rate pooled
         assert arm["segments"] == 2
         for label, rate in (("mean", 20), ("peak", 60)):
             sent = arm["at"][label]["stats"]["requests"]
-            assert 0.5 * rate * 5 <= sent <= 1.5 * rate * 5, (label, sent)
+            want = rate * 2 * conf["seconds_at"][label]
+            assert 0.5 * want <= sent <= 1.5 * want, (label, sent, want)
+            assert set(arm["at"][label]["intervals"]) == {"p50", "p95", "p99"}
     # the winner is what report.json recommends and `infertune serve <run>` runs
     report = json.loads((out / "report.json").read_text())
     serving = report["serving"]
@@ -66,6 +75,21 @@ def test_the_recommendation_is_measured_as_served_in_its_own_process(tmp_path: P
             assert f"own process (infertune serve, pid {winner['pid']}" in fig["basis"]
             assert "ABBA" in fig["basis"] and fig["samples"] == pooled["requests"]
         assert point["shed"]["value"] == round(pooled["shed"] * 100, 2)
+        # each SLO percentile's verdict from its interval, as the confirmation measured it
+        intervals = winner["at"][point["label"]]["intervals"]
+        assert [c["key"] for c in point["checks"]] == list(check["targets"])
+        for c in point["checks"]:
+            assert c["samples"] == intervals[c["key"]]["samples"]
+            assert c["artifact"] == "confirm/confirmation.json"
+            low, high = c.get("low"), c.get("high")
+            assert c["verdict"] == ("misses" if low is not None and low > c["target_ms"]
+                                    and c["blocks"] >= 10 else
+                                    "meets" if high is not None and high <= c["target_ms"]
+                                    and c["blocks"] >= 10 else "not shown")
+        assert point["verdict"] in ("meets", "misses", "not shown")
+        assert (point.get("goodput") is not None) == (point["verdict"] == "meets")
+        if point["verdict"] == "not shown":
+            assert point["decisive_run"].startswith("3,000 requests over")
         if point.get("goodput") is not None:
             assert "own process" in point["goodput"]["basis"]
     assert (out / "confirm" / "confirmation.json").is_file()
