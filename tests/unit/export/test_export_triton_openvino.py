@@ -90,3 +90,15 @@ def test_the_kubernetes_image_names_the_engine(tmp_path: Path) -> None:
     container = deployment(plan(read_source(run)), "registry.example/infertune:1")
     image = container["spec"]["template"]["spec"]["containers"][0]["image"]  # type: ignore
     assert "pip install 'infertune[serve,openvino]'" in image.source
+
+
+def test_an_openvino_manifest_without_its_settings_is_refused_with_the_fix(tmp_path: Path) -> None:
+    from infertune.errors import ConfigError
+
+    run = openvino_run(tmp_path, "openvino_fp32", "f32", [])
+    p = plan(read_source(run))
+    bare = type(p.source.manifest)(**{**p.source.manifest.__dict__, "openvino": None})
+    src = type(p.source)(**{**p.source.__dict__, "manifest": bare})
+    with pytest.raises(ConfigError, match=r"names runtime openvino but has no openvino settings "
+                       r"in its manifest; rebuild it with infertune optimize"):
+        write_triton(type(p)(**{**p.__dict__, "source": src}), tmp_path / "repo")
