@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -134,7 +134,7 @@ def open_variant(variant: Variant, baseline: Adapter, setup: Setup) -> Adapter:
 
 def fp32_eager(baseline: Adapter, device: str) -> Adapter:
     """The baseline's own module in fp32 on ``device`` (a copy: the baseline stays on CPU)."""
-    module = copy.deepcopy(baseline.runner.module).to(device)
+    module = copy.deepcopy(cast(Any, baseline.runner).module).to(device)  # a TorchRunner
     return baseline.with_runner(TorchRunner(module, baseline.info.input_names,
                                             call=hf_call(_output_field(baseline)),
                                             device=device))
