@@ -107,6 +107,9 @@ def test_kubernetes_requests_one_gpu_for_a_gpu_variant(tmp_path: Path) -> None:
     assert "nvidia.com/gpu" not in container["resources"]["requests"]
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
                                    "effect": "NoSchedule"}]
+    # the image the Deployment's comment asks for runs onnxruntime on the GPU
+    written = (tmp_path / "k8s" / "deployment.yaml").read_text()
+    assert "pip install 'infertune[serve,gpu]'" in written
 
 
 def test_kubernetes_asks_no_gpu_for_a_cpu_variant(tmp_path: Path) -> None:
