@@ -240,7 +240,7 @@ def _quick_s(budget: Budget) -> float:
 def _batch_s(budget: Budget) -> float:
     """Seconds for a variant's batched points: a few calls each is enough to see a loss of
     more than the margin (screening.MARGIN) on full batches."""
-    return min(_quick_s(budget) / 3, 1.5)
+    return min(_quick_s(budget) / 4, 1.0)
 
 
 def served_batches(state: RunState) -> list[int]:
