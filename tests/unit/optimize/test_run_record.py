@@ -76,7 +76,7 @@ def test_the_record_round_trips_through_run_json(tmp_path: Path) -> None:
     again = RunRecord.from_dict(data)
     assert again.to_dict() == run.to_dict()
     assert again.built[0].path == tmp_path / "variants" / "int8"
-    assert again.sweep is not None and again.sweep.best.policy["timeout_ms"] == 80.0
+    assert again.sweep is not None and again.sweep.best.policy["timeout_ms"] == 800.0
 
 
 def test_the_report_is_built_from_the_saved_files(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_the_report_is_built_from_the_saved_files(tmp_path: Path) -> None:
     serving = report["serving"]
     assert serving["policy_id"] == policy_id(ServePolicy(**serving["policy"]))
     # the deadline serve applies to a run is stated in the report's policy
-    assert serving["policy"]["timeout_ms"] == 80.0
+    assert serving["policy"]["timeout_ms"] == 800.0
     # one skipped step needing 30 s on top of 0.1 s of stages: the budget a full search needs
     assert any("would need a budget of about 30 s" in n for n in report["notes"])
 
