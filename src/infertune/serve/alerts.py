@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from infertune.config import SLO, ServePolicy, load_scenario
+from infertune.config import SLO, ServePolicy, client_deadline_ms, load_scenario
 from infertune.serve.drift import ALERT_PSI
 from infertune.serve.metrics import LATENCY_BUCKETS
 
@@ -99,9 +99,9 @@ def _error_ratio(targets: dict[str, float]) -> Threshold:
 def queue_depth_threshold(targets: dict[str, float], policy: ServePolicy,
                           capacity: Capacity | None) -> Threshold:
     """Little's law on the measured capacity: a request that finds ``depth`` others waiting
-    waits about depth / goodput seconds, so the deadline (serve's: the loosest SLO target,
-    or the policy's timeout_ms) is used up at depth = goodput x (deadline - service time)."""
-    deadline_ms = policy.timeout_ms or (max(targets.values()) if targets else None)
+    waits about depth / goodput seconds, so the deadline (serve's: the policy's timeout_ms,
+    else config.client_deadline_ms) is used up at depth = goodput x (deadline - service time)."""
+    deadline_ms = policy.timeout_ms or client_deadline_ms(targets)
     if capacity is not None and deadline_ms is not None:
         slack_s = max(0.0, (deadline_ms - capacity.service_ms) / 1000.0)
         depth = max(1, min(policy.max_queue, math.floor(capacity.goodput_rps * slack_s)))

@@ -13,7 +13,7 @@ import yaml
 from export_checks import promtool_check
 from export_run import CORES, GOODPUT_RPS, POLICY, SERVICE_P50_MS, TRAFFIC
 
-from infertune.config import ServePolicy
+from infertune.config import CLIENT_DEADLINE_FACTOR, ServePolicy
 from infertune.export.kubernetes import write_kubernetes
 from infertune.export.plan import plan
 from infertune.export.source import read_source
@@ -57,14 +57,15 @@ def test_the_deployment_runs_the_measured_configuration(hpa_docs) -> None:
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["resources"]["requests"] == c["resources"]["limits"] == {"cpu": str(CORES)}
     pre_stop = int(c["lifecycle"]["preStop"]["exec"]["command"][1])
-    deadline_s, service_s = 0.100, SERVICE_P50_MS / 1000  # loosest SLO target; measured p50
+    # the client deadline (10 x the loosest SLO target); the measured p50
+    deadline_s, service_s = CLIENT_DEADLINE_FACTOR * 0.100, SERVICE_P50_MS / 1000
     assert pod["terminationGracePeriodSeconds"] == math.ceil(pre_stop + deadline_s + service_s) + 1
     assert pre_stop < pod["terminationGracePeriodSeconds"]
     assert c["args"][:3] == ["infertune", "serve", "/models/ort_int8_dynamic_per_channel"]
     # serve.yaml in the ConfigMap is the run's ServePolicy with the deadline made explicit
     served = ServePolicy.model_validate(yaml.safe_load(
         hpa_docs["configmap.yaml"]["data"]["serve.yaml"]))
-    assert served == POLICY.model_copy(update={"timeout_ms": 100.0})
+    assert served == POLICY.model_copy(update={"timeout_ms": deadline_s * 1000})
     assert hpa_docs["pdb.yaml"]["spec"]["maxUnavailable"] == 1
 
 
@@ -99,8 +100,9 @@ def test_the_prometheus_rule_passes_promtool_with_slo_thresholds(hpa_docs, tmp_p
     assert rules["InfertuneP99OverSLO"]["expr"].endswith("> 0.1")  # slo.p99_ms = 100
     assert rules["InfertuneP95OverSLO"]["expr"].endswith("> 0.05")  # slo.p95_ms = 50
     assert rules["InfertuneErrorRateSpike"]["expr"].endswith("> 0.01")  # 1 - 0.99
-    # depth whose wait uses up the 100 ms deadline: floor(180 x 0.096) = 17
-    assert rules["InfertuneQueueDepthHigh"]["expr"].endswith("> 17")
+    # depth whose wait uses up the 1000 ms client deadline: floor(180 x 0.996) = 179, capped
+    # at what the queue holds (max_queue 128)
+    assert rules["InfertuneQueueDepthHigh"]["expr"].endswith(f"> {POLICY.max_queue}")
     exported = ServeMetrics().exported_names() | {"infertune_release_info"}  # the router's
     for rule in rules.values():
         for word in rule["expr"].replace("(", " ").replace("{", " ").replace("[", " ").split():

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from export_run import GOODPUT_RPS, POLICY, SERVICE_P50_MS, make_run, report
 
-from infertune.config import ServePolicy
+from infertune.config import CLIENT_DEADLINE_FACTOR, ServePolicy
 from infertune.errors import ConfigError, ModelLoadError
 from infertune.export.plan import ExportRecord, Overrides, k8s_name, plan, summary
 from infertune.export.source import read_release, read_source
@@ -34,10 +34,11 @@ def test_the_plan_takes_every_number_from_the_run(text_run: Path) -> None:
     assert (p.max_batch_size.value, p.max_wait_us.value, p.workers.value, p.max_queue.value) \
         == (POLICY.max_batch_size, 3000, POLICY.workers, POLICY.max_queue)
     assert "report.json serving.policy (policy p3" in p.max_batch_size.source
-    assert p.deadline_ms is not None and p.deadline_ms.value == 100.0
+    deadline_ms = CLIENT_DEADLINE_FACTOR * 100.0  # the client deadline: 10 x the p99 target
+    assert p.deadline_ms is not None and p.deadline_ms.value == deadline_ms
     assert "slo.p99_ms" in p.deadline_ms.source
     assert p.queue_timeout_us is not None
-    assert p.queue_timeout_us.value == round((100.0 - SERVICE_P50_MS) * 1000)
+    assert p.queue_timeout_us.value == round((deadline_ms - SERVICE_P50_MS) * 1000)
     assert (p.min_replicas.value, p.max_replicas.value) == (2, 4)
     assert p.concurrency_target.value == 9  # ceil(180 req/s x 0.050 s)
     assert p.cpus.value == 4.0 and "hardware.json" in p.cpus.source
@@ -72,7 +73,8 @@ def test_without_measured_capacity_the_fallbacks_are_labelled(run: Path) -> None
     assert (p.min_replicas.value, p.max_replicas.value) == (1, 1)
     assert p.min_replicas.source.startswith("no measured goodput")
     assert p.queue_target.value == POLICY.max_batch_size * POLICY.workers
-    assert p.queue_timeout_us is not None and p.queue_timeout_us.value == 100_000
+    assert p.queue_timeout_us is not None
+    assert p.queue_timeout_us.value == round(CLIENT_DEADLINE_FACTOR * 100.0 * 1000)
     assert "no measured service time" in p.queue_timeout_us.source
     assert p.alerts.queue_depth.value == POLICY.max_queue // 2
 
@@ -149,7 +151,9 @@ def test_bad_runs_are_refused_in_one_line(run: Path, breakage: str, message: str
         data["serving"]["policy"]["max_batch_size"] = 0
         rep.write_text(json.dumps(data))
     elif breakage == "slow_variant":
-        (run / "scenario.yaml").write_text(yaml.safe_dump({"slo": {"p99_ms": SERVICE_P50_MS / 2},
+        (run / "scenario.yaml").write_text(yaml.safe_dump({
+            # a deadline (10 x the target) of half the measured service time
+            "slo": {"p99_ms": SERVICE_P50_MS / (2 * CLIENT_DEADLINE_FACTOR)},
                                                            "traffic": {"mean_rps": 10}}))
     with pytest.raises(ConfigError, match=message) as info:
         plan(read_source(run))

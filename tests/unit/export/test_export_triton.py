@@ -13,7 +13,7 @@ from export_checks import Request, model_config_class
 from export_run import CORES, SERVICE_P50_MS, make_run
 from google.protobuf import text_format
 
-from infertune.config import ServePolicy
+from infertune.config import CLIENT_DEADLINE_FACTOR, ServePolicy
 from infertune.errors import ConfigError
 from infertune.export.plan import plan
 from infertune.export.source import read_source
@@ -52,8 +52,10 @@ def test_configs_parse_with_tritons_schema_and_carry_the_measured_policy(
     assert batching.max_queue_delay_microseconds == round(policy.max_wait_ms * 1000)
     assert list(batching.preferred_batch_size) == [policy.max_batch_size]
     queue = batching.default_queue_policy
-    # the loosest SLO target (100 ms, scenario.yaml) minus the measured p50 service time
-    assert queue.default_timeout_microseconds == round((100.0 - SERVICE_P50_MS) * 1000)
+    # the client deadline (10 x the loosest SLO target, 100 ms in scenario.yaml) minus the
+    # measured p50 service time
+    deadline_ms = CLIENT_DEADLINE_FACTOR * 100.0
+    assert queue.default_timeout_microseconds == round((deadline_ms - SERVICE_P50_MS) * 1000)
     assert queue.max_queue_size == policy.max_queue
     assert queue.timeout_action == model_config_class()().dynamic_batching. \
         default_queue_policy.REJECT
