@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-setup
 
-.PHONY: setup demo test check lint types wheel clean
+.PHONY: setup demo test check lint types docs wheel clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,11 @@ lint: setup
 
 types: setup
 	$(VENV)/bin/mypy
+
+# The documentation site (mkdocs.yml, docs/): --strict fails on a broken link or a page missing
+# from the nav. The site goes to build/site (git-ignored).
+docs: setup
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
 # Build the wheel, install it (not editable) into a fresh venv, run doctor/advise/optimize.
 wheel: setup
