@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from infertune.data.text_inputs import as_text_input
 from infertune.errors import IncompatibleInputError
 from infertune.models.base import ModelInfo, ModelInputs
 
@@ -49,8 +50,12 @@ class GatedAdapter:
         self._texts: dict[int, list[str]] = {}
 
     def preprocess(self, raw: Sequence[Any]) -> ModelInputs:
-        if isinstance(raw, str) or not raw or not all(isinstance(t, str) for t in raw):
-            raise IncompatibleInputError("fake takes a non-empty list of strings")
+        if isinstance(raw, str) or not raw:
+            raise IncompatibleInputError("fake takes a non-empty list of texts")
+        # a classification text model takes pairs too (NLI-style), as the served schema says;
+        # the fake reads a pair as its two texts joined by a space
+        read = [as_text_input(t, f"inputs[{i}]") for i, t in enumerate(raw)]
+        raw = [t if isinstance(t, str) else f"{t.query} {t.passage}" for t in read]
         codes = np.array([sum(map(ord, t)) for t in raw], dtype=np.int64)
         lengths = np.array([len(t) for t in raw], dtype=np.int64)
         self._texts[id(codes)] = list(raw)
