@@ -45,4 +45,8 @@ def test_transformers_serve_search_over_the_model_picks_the_faster_one(
     assert fast.at_chosen.itl is not None and slow.at_chosen.itl is not None
     assert fast.at_chosen.itl.count == 3 * 7  # one event per token: 8 tokens, 7 gaps
     assert fast.at_chosen.itl.p95.value < slow.at_chosen.itl.p50.value
-    assert slow.chosen_rate is None and fast.goodput_rps > slow.goodput_rps
+    # whether the 8-layer model also meets 150 ms ITL at 1 req/s depends on the CPU (it did on
+    # a 2-core AVX-512 EPYC): it never out-ranks the small one on goodput
+    assert fast.goodput_rps >= slow.goodput_rps
+    if slow.chosen_rate is None:
+        assert fast.goodput_rps > slow.goodput_rps

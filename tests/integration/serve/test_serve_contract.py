@@ -17,7 +17,7 @@ from infertune.config import ServePolicy
 from infertune.serve import create_app
 from infertune.serve.testing import GatedAdapter
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing_free]  # statuses and schemas, nothing timed
 SCHEMATHESIS = Path(sys.executable).with_name("st")
 
 

@@ -17,7 +17,8 @@ from infertune.config import ServePolicy
 from infertune.serve import create_app
 from infertune.serve.testing import GatedAdapter
 
-pytestmark = pytest.mark.slow  # ~400 requests per key setting, about 15 s in all
+# ~400 requests per key setting, about 15 s in all; status codes only, nothing timed
+pytestmark = [pytest.mark.slow, pytest.mark.timing_free]
 KEY = "k3y"
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
