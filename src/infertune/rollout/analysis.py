@@ -52,7 +52,7 @@ from infertune.rollout.observe import (
     evidence,
     snapshot_from,
     threshold,
-    threshold_below,
+    threshold_near,
 )
 
 CANARY, STABLE = "canary", "stable"
@@ -149,7 +149,7 @@ def judge_once(now: Snapshot, canary: str, stable: str, config: GateConfig,
                baseline_samples: int = 100) -> Judgement:
     """The verdict over everything counted so far, thresholds from the stable's history."""
     counts = now.of(stable)
-    p95 = threshold_below(counts, P95_ANCHOR, baseline_samples)
+    p95 = threshold_near(counts, P95_ANCHOR, baseline_samples)
     p99 = threshold(counts, 0.99, baseline_samples)
     required = tuple(g for g in config.gates if g != "business")
     verdict, results = judge_counts(Snapshot(), now, canary, stable, p95_s=p95, p99_s=p99,

@@ -38,7 +38,7 @@ from infertune.rollout.gates import (
     GateName,
     GateResult,
 )
-from infertune.rollout.observe import MetricsSource, Snapshot, threshold, threshold_below
+from infertune.rollout.observe import MetricsSource, Snapshot, threshold, threshold_near
 from infertune.rollout.plan import CanaryPlan, Sizing, measure_traffic, plan_for
 from infertune.serve.routing import RoutingState
 
@@ -140,7 +140,7 @@ class CanaryController:
         began, before = self.clock(), self.source.snapshot()
         start = self._baseline(stable)
         sized = self._size(before, start, stable, self.clock() - began)
-        p95 = threshold_below(start.of(stable), P95_ANCHOR, self.plan.baseline_samples)
+        p95 = threshold_near(start.of(stable), P95_ANCHOR, self.plan.baseline_samples)
         p99 = threshold(start.of(stable), 0.99, self.plan.baseline_samples)
         outcome = CanaryOutcome(release, "promoted", "", METHOD, self.config.alpha,
                                 {"p95": p95, "p99": p99}, plan=sized)

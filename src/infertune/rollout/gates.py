@@ -3,8 +3,8 @@ sample size, using the always-valid confidence sequences of rollout/stats.py.
 
     gate          events counted (per arm)                         fails when
     errors        answers with status 5xx or 429                   canary - stable > tol (sure)
-    latency_p95   requests slower than the stable's p90 (a bound    canary - stable > tol (sure)
-                  at or below it)
+    latency_p95   requests slower than the bucket bound nearest     canary - stable > tol (sure)
+                  the stable's p90
     latency_p99   requests slower than the stable's p99 bucket     canary - stable > tol (sure)
     agreement     canary outputs disagreeing with the stable's     disagreement > max (sure)
                   on the same input (the scenario's floor metric)
@@ -16,13 +16,17 @@ valid at every look at once, so for a canary no worse than the stable on every g
 of *any* rollback over the whole rollout, however often it looks, is at most ``alpha``.
 The latency gates compare tails at a threshold fixed from the stable's histogram before the
 canary starts, so the threshold does not depend on the data being judged. The p95 gate's
-threshold is the largest bucket bound at or below the stable's p90 (P95_ANCHOR; observe.
-threshold_below), so 10% or more of the stable's requests are above it, not its p95 bucket:
-for a canary whose p95 is 20% higher, the share above the stable's p90 moves further, in
-units of its sampling noise, than the share above its p95 (lognormal latencies, sigma 0.35:
-10% -> 22% against 5% -> 13%), and the share above the first bound past the p95 (the bucket
-bounds are up to 1.25x apart) moves less still, so the gate decides with about half the
-samples (rollout/plan.py sizes them); a change confined to the far tail is the p99 gate's.
+threshold is the bucket bound with the share of the stable's requests above it nearest 10%
+(P95_ANCHOR; observe.threshold_near), not its p95 bucket: for a canary whose p95 is 20%
+higher, the share above the stable's p90 moves further, in units of its sampling noise, than
+the share above its p95 (lognormal latencies, sigma 0.35: 10% -> 22% against 5% -> 13%), so
+the gate decides with about half the samples (rollout/plan.py sizes them); a change confined
+to the far tail is the p99 gate's. Nearest, not the bound at or below the p90: latencies
+crowded between two bounds put most requests above the lower one, and the share above it
+then judges the median, not the tail. The stable's latency is its own traffic's: the router
+replays canary answers to the stable for the agreement gate and keeps those replays out of the
+stable's latency histograms (they arrive just after the canary's answer, a different traffic;
+at 100% they were all the stable's samples, 31% of them over 2.5 ms against 4% of its own).
 The guarantee assumes the counted events are independent draws (requests, and output rows,
 from traffic whose mix does not change during the rollout); rows of one request, or traffic
 that repeats the same inputs, are correlated, and the intervals are then narrower than they

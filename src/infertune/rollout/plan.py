@@ -24,8 +24,10 @@ allowed at the measured request rate.
                shape: where no sample that fits the time lets it catch the slowdown, that is a
                warning (the plan is sized from the errors and agreement gates), not a refusal
 
-The stable's sample grows by every request it answers plus every canary answer replayed to it
-(the router compares outputs that way), so during a step at weight w it holds about n / w.
+The stable's error sample grows by every request it answers plus every canary answer replayed
+to it (the router compares outputs that way), so during a step at weight w it holds about
+n x 100 / w; its latency sample by its own answers only (the router keeps the replays out of
+its latency histograms), about n x (100 - w) / w.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 from scipy.stats import binom
 
 from infertune.rollout.gates import P95_ANCHOR, GateConfig, GateName
-from infertune.rollout.observe import ReleaseCounts, threshold_below
+from infertune.rollout.observe import ReleaseCounts, threshold_near
 from infertune.rollout.stats import Counts, confidence_sequence, difference_interval
 
 FIRST_STEPS = (1.0, 2.0, 5.0, 10.0, 20.0)
@@ -170,7 +172,7 @@ def measure_traffic(before: ReleaseCounts, after: ReleaseCounts, seconds: float,
         requests = max(0, after.requests - before.requests)
     rate = requests / seconds if seconds > 0 else 0.0
     error_rate = after.errors / after.requests if after.requests else 0.0
-    p95 = threshold_below(after, P95_ANCHOR, min_samples)
+    p95 = threshold_near(after, P95_ANCHOR, min_samples)
     if p95 is None:
         return Traffic(rate, seconds, requests, error_rate, None, None)
     total = after.buckets.get(math.inf, 0.0)
@@ -242,7 +244,8 @@ def gate_sizes(traffic: Traffic, config: GateConfig, effects: Effects, required:
                 sizes.append(GateSize(gate, None, "latency_p95: no p95 threshold from the "
                                       "baseline"))
                 continue
-            n = two_arm_samples(q0, q1, config.p95_tolerance, alpha, power, ratio)
+            own = max(ratio - 1.0, 1.0 / 100)  # the replays are not in its latency histogram
+            n = two_arm_samples(q0, q1, config.p95_tolerance, alpha, power, own)
             sizes.append(GateSize(gate, n, f"latency_p95 x{effects.p95_slowdown:g}: share over "
                                   f"the threshold {q0:.3f} -> {q1:.3f}, tolerance "
                                   f"{config.p95_tolerance:g}: {_n(n)}"))

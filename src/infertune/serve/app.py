@@ -55,6 +55,7 @@ from infertune.serve.openapi import (
     openapi_schema,
 )
 from infertune.serve.queue import Rejected
+from infertune.serve.relay import COMPARISON_REPLAY
 from infertune.serve.runtime import ServeRuntime
 from infertune.serve.validate import (
     BadRequest,
@@ -178,7 +179,8 @@ class _Handlers:
         finally:
             m.in_flight.dec()
             m.requests.labels(status=str(response.status_code)).inc()
-            m.request_seconds.observe(self.clock() - arrived)
+            if not request.scope.get(COMPARISON_REPLAY):
+                m.request_seconds.observe(self.clock() - arrived)
         return response
 
     async def _predict(self, request: Request, arrived: float) -> Response:
@@ -213,7 +215,7 @@ class _Handlers:
             m.errors.labels(type="output_not_json").inc()
             return _error(500, f"the model's output cannot be sent as JSON ({exc}); return "
                           "arrays, numbers, strings, lists or dicts from postprocess")
-        if not all(result.cached):
+        if not all(result.cached) and not request.scope.get(COMPARISON_REPLAY):
             m.model_request_seconds.observe(self.clock() - arrived)
         self._watch_drift(req.inputs, result.outputs)
         return Response(encoded, media_type="application/json",

@@ -13,6 +13,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+# An ASGI scope key (set in-process only, so no client can send it): the router's replay of a
+# canary answer to the stable, for the agreement gate. The release app answers it as usual but
+# leaves it out of its latency histograms, so the stable's latency stays its own traffic's.
+COMPARISON_REPLAY = "infertune.comparison_replay"
+
 
 def labelled_exposition(named: Sequence[tuple[str, CollectorRegistry]]) -> bytes:
     """Each registry's text with ``release="NAME"`` on every sample, one group per family

@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
 from infertune.serve.relay import (
+    COMPARISON_REPLAY,
     AppLifespan,
     call_app,
     get_scope,
@@ -237,9 +238,11 @@ class Router:
             self.metrics.mirror_skipped.labels(target).inc()
             return
 
+        replay_scope = {**scope, COMPARISON_REPLAY: True} if primary_is_candidate else scope
+
         async def replay() -> None:
-            status, answer = await call_app(self.releases[target].app, scope, body, None, [],
-                                         capture=True, disconnect=None)
+            status, answer = await call_app(self.releases[target].app, replay_scope, body, None,
+                                            [], capture=True, disconnect=None)
             if status != 200:
                 self.metrics.rows.labels(candidate, "error").inc()
                 return

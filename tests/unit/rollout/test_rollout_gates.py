@@ -3,11 +3,19 @@ errors; evidence built from /metrics text."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from pydantic import ValidationError
 
 from infertune.rollout.gates import ArmPair, Evidence, GateConfig, judge, overall
-from infertune.rollout.observe import evidence, parse_exposition, threshold
+from infertune.rollout.observe import (
+    ReleaseCounts,
+    evidence,
+    parse_exposition,
+    threshold,
+    threshold_near,
+)
 from infertune.rollout.stats import Counts
 
 CONFIG = GateConfig(alpha=0.05, min_samples=100)
@@ -112,3 +120,21 @@ def test_evidence_from_metrics_text() -> None:
     assert ev.business_metric == "conversion"
     since = evidence(snap, snap, "b", "a", p95_s=0.01, p99_s=None)
     assert since.errors == ArmPair(Counts(0, 0), Counts(0, 0)) and since.latency_p99 is None
+
+
+def test_the_p95_threshold_is_the_bound_with_a_tail_share_nearest_ten_percent() -> None:
+    def counts(cumulative: dict[float, float]) -> ReleaseCounts:
+        return ReleaseCounts(buckets={**cumulative, math.inf: 1000.0})
+
+    # latencies crowded between 2 and 2.5 ms (the served MLP measured at 20 req/s): 89% are
+    # above 2 ms and 4% above 2.5 ms; the bound at or below the p90 (2 ms) would judge the
+    # median, so the gate counts above 2.5 ms
+    crowded = counts({0.00175: 0.0, 0.002: 110.0, 0.0025: 960.0, 0.003: 995.0})
+    assert threshold_near(crowded, 0.90, min_samples=100) == 0.0025
+    # spread latencies: the bound at the p90 itself
+    spread = counts({0.005: 500.0, 0.01: 900.0, 0.02: 990.0})
+    assert threshold_near(spread, 0.90, min_samples=100) == 0.01
+    # a tie (20% and 5%, both twice from 10%) goes to the lower bound, which has more events
+    assert threshold_near(counts({0.005: 800.0, 0.01: 950.0}), 0.90, 100) == 0.005
+    assert threshold_near(spread, 0.90, min_samples=2000) is None  # too few requests
+    assert threshold_near(counts({0.005: 1000.0}), 0.90, 100) is None  # none above any bound

@@ -106,6 +106,12 @@ def test_predict_headers_comparisons_metrics_and_feedback() -> None:
     # the stable answered its own share plus a replay of every canary answer
     assert requests[("b", "200")] == n_b
     assert requests[("a", "200")] == 41 - n_b + n_b
+    # ...but its latency histograms hold its own answers only: a replay arrives just after
+    # the canary's answer, a different traffic from the stable's (rollout/gates.py)
+    for family in ("infertune_request_seconds", "infertune_model_request_seconds"):
+        counts = {s.labels["release"]: s.value for s in families[family].samples
+                  if s.name.endswith("_count")}
+        assert counts["a"] == 41 - n_b and counts["b"] == n_b, (family, counts)
     rows = {(s.labels["release"], s.labels["outcome"]): s.value
             for s in families["infertune_shadow_rows"].samples if s.name.endswith("_total")}
     # the reversed fake disagrees on the top class for each compared row; c equals a
