@@ -6,7 +6,8 @@ the request's *intended* send time, as in result.py: a stall before the first to
 time to first token (TTFT) of every request that should have been sent during it.
 
     TTFT    first content token received - intended send
-    ITL     each gap between consecutive content tokens (pooled over requests for percentiles)
+    ITL     each gap between consecutive content tokens (pooled over requests for percentiles;
+            their CIs resample whole requests, whose gaps correlate)
     TPOT    (last token - first token) / (output tokens - 1), per request
     e2e     last byte received - intended send
 
@@ -257,11 +258,12 @@ def summarise_streams(api: str, load: LoadResult, records: list[StreamRecord],
     slos = slos or []
     ok = [r for r in records if r.ok]
     ttfts = [v for r in ok if (v := r.ttft_ms) is not None]
-    gaps = [g for r in ok for g in r.gaps_ms]
+    gaps = [r.gaps_ms for r in ok if r.gaps_ms]  # one group per answer: they correlate
     tpots = [v for r in ok if (v := r.tpot_ms) is not None]
     window = max(load.schedule.duration_s, max((r.done_s for r in ok), default=0.0))
     counts = _token_counts(ok)
-    summaries = {"ttft": _summary(ttfts, seed), "itl": _summary(gaps, seed),
+    itl = LatencySummary.from_groups(gaps) if gaps else None
+    summaries = {"ttft": _summary(ttfts, seed), "itl": itl,
                  "tpot": _summary(tpots, seed)}
     verdicts = [_verdict(s, summaries, load) for s in slos]
     # with no SLO every completed request is good: goodput is then the completion rate

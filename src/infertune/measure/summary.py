@@ -95,6 +95,27 @@ class LatencySummary:
                    tail_note=tail_note(int(values.size), 99.0))
 
     @classmethod
+    def from_groups(cls, groups: Sequence[Sequence[float]], *,
+                    percentiles: Sequence[float] = PERCENTILES) -> LatencySummary:
+        """The summary of values that come in correlated groups (the token gaps of one
+        streamed answer, decoded in the same batches): figures of the pooled values, CIs that
+        count groups, not values (``grouped_quantile_ci``). Treating 32 gaps of one answer as
+        32 independent draws gave intervals too narrow to cover a second measurement of the
+        same server (ITL p95 1.59 ms [1.52, 1.77] against 2.11 [1.85, 2.37]). One group: the
+        single-value intervals, as nothing else is known."""
+        arrays = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
+        if not arrays:
+            raise ValueError("no latency samples to summarise")
+        pooled = cls.from_values(np.concatenate(arrays), percentiles=percentiles)
+        if len(arrays) < 2:
+            return pooled
+        for p in percentiles:
+            estimate = pooled.percentiles[_pkey(p)]
+            estimate.low, estimate.high = grouped_quantile_ci(arrays, p / 100)
+        pooled.mean = _grouped_mean(arrays)
+        return pooled
+
+    @classmethod
     def from_histogram(cls, hist: LatencyHistogram,
                        percentiles: Sequence[float] = PERCENTILES) -> LatencySummary:
         """Summary from a histogram: values to HDR precision, no CIs (raw samples are gone)."""
@@ -144,6 +165,37 @@ def percentile_ci(sorted_values: np.ndarray, q: float,
     lo = int(np.searchsorted(cdf, alpha, side="left"))
     hi = int(np.searchsorted(cdf, 1 - alpha, side="left"))
     return float(sorted_values[min(lo, n - 1)]), float(sorted_values[min(hi, n - 1)])
+
+
+def grouped_quantile_ci(groups: Sequence[np.ndarray], q: float,
+                        confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Woodruff's interval for the q-quantile of pooled values drawn as whole groups: the share
+    of values at or below the pooled quantile is a ratio over groups, whose variance is the
+    groups' (cluster sampling); q +- t(n-1) standard errors read back through the pooled
+    quantile function. In simulation (15 groups of 32 lognormal gaps, each group's level
+    lognormal with sigma 0.1-0.3) it covers the p95 in 88-94% of runs; resampling values
+    instead covered it in 26-39%."""
+    pooled = np.sort(np.concatenate(groups))
+    n, total = len(groups), pooled.size
+    x = quantile_sorted(pooled, q)
+    sizes = np.array([g.size for g in groups], dtype=np.float64)
+    below = np.array([np.count_nonzero(g <= x) for g in groups], dtype=np.float64)
+    share = below.sum() / total
+    se = math.sqrt(n / (n - 1) * float(((below - share * sizes) ** 2).sum())) / total
+    t = float(stats.t.ppf(0.5 + confidence / 2, n - 1))
+    low_q, high_q = max(q - t * se, 0.0), min(q + t * se, 1.0)
+    return quantile_sorted(pooled, max(low_q, 1e-12)), quantile_sorted(pooled, high_q)
+
+
+def _grouped_mean(groups: Sequence[np.ndarray]) -> Estimate:
+    """The pooled mean with a cluster-robust (ratio-estimator) t interval over the groups."""
+    n = len(groups)
+    sizes = np.array([g.size for g in groups], dtype=np.float64)
+    sums = np.array([g.sum() for g in groups], dtype=np.float64)
+    mean = float(sums.sum() / sizes.sum())
+    se = math.sqrt(n / (n - 1) * float(((sums - mean * sizes) ** 2).sum())) / float(sizes.sum())
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
+    return Estimate(mean, mean - half, mean + half)
 
 
 def sample_bootstrap_quantiles(sorted_values: np.ndarray, q: float, n_draws: int,

@@ -72,3 +72,32 @@ def test_large_sample_mean_ci_uses_normal_approximation() -> None:
     assert type(mean.low) is float
     assert mean.low == pytest.approx(x.mean() - half)
     assert mean.high == pytest.approx(x.mean() + half)
+
+
+def _requests(rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    """Token gaps of ``n`` streamed answers: each answer's level (the batch it decoded in) is
+    shared by its 32 gaps, so the gaps of one answer correlate."""
+    return [rng.lognormal(0, 0.3) * rng.lognormal(0.5, 0.1, 32) for _ in range(n)]
+
+
+def test_grouped_cis_resample_whole_groups_and_cover_where_pooled_ones_do_not() -> None:
+    rng = np.random.default_rng(3)
+    population = np.concatenate(_requests(rng, 20_000))
+    true_p95 = float(np.quantile(population, 0.95))
+    grouped_hits = pooled_hits = 0
+    trials = 300
+    for _ in range(trials):
+        groups = _requests(rng, 15)
+        grouped = LatencySummary.from_groups(groups).percentiles["p95"]
+        pooled = LatencySummary.from_values(np.concatenate(groups)).percentiles["p95"]
+        assert grouped.value == pooled.value  # same figure, different interval
+        grouped_hits += grouped.low <= true_p95 <= grouped.high
+        pooled_hits += pooled.low <= true_p95 <= pooled.high
+    # 15 answers of 32 gaps are about 15 draws, not 480: the pooled interval covers the
+    # p95 far less often than its 95%, the grouped one near it
+    assert grouped_hits / trials >= 0.85, grouped_hits
+    assert pooled_hits / trials < 0.75, pooled_hits
+    one = LatencySummary.from_groups([[1.0, 2.0, 3.0]])
+    assert one.percentiles["p50"] == LatencySummary.from_values([1.0, 2.0, 3.0]).percentiles["p50"]
+    with pytest.raises(ValueError, match="no latency samples"):
+        LatencySummary.from_groups([[], []])
