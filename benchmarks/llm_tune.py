@@ -65,7 +65,8 @@ def main() -> None:
             workload=WorkloadSpec(prompt_tokens=8, output_tokens=4, count=256,
                                   prefix_tokens=120, prefix_share=1.0),
             start_rate=args.rate, max_steps=1, probe_s=args.probe_s, warmup_requests=3,
-            shape="constant"), progress=lambda line: print(line, file=sys.stderr))
+            shape="constant", confirm_sessions=0),
+            progress=lambda line: print(line, file=sys.stderr))
         if prefixed.prefix_effect is not None:
             print(prefixed.prefix_effect.statement)
     print(f"wall time {time.monotonic() - started:.0f} s; reports in {args.out}")

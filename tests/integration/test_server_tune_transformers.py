@@ -32,7 +32,8 @@ def test_transformers_serve_search_over_the_model_picks_the_faster_one(
                "--search", f"model={small},{large}", "--slo", "itl_p95_ms=150",
                "--rate", "1", "--probe-duration", "3s", "--sweep-steps", "1",
                "--shape", "constant", "--prompt-tokens", "12", "--output-tokens", "8",
-               "--warmup-requests", "2", "--ready-timeout", "240", "--out", str(out)])
+               "--warmup-requests", "2", "--ready-timeout", "240", "--confirm-sessions", "0",
+               "--out", str(out)])
     assert rc == 0
     report = ServerTuneReport.load(out / "server_tune.json")
     assert report.runtime == "transformers serve"

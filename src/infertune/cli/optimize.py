@@ -131,6 +131,13 @@ def register(app: typer.Typer) -> None:
         knob_check: Annotated[bool, typer.Option(
             "--knob-check/--no-knob-check", help="check knob flags of known runtimes",
             rich_help_panel="LLM server tuning")] = True,
+        confirm_sessions: Annotated[int, typer.Option(
+            "--confirm-sessions", help="fresh starts of the winner that confirm its figures "
+            "(intervals across starts); 0 skips it and the figures stay one-window hints",
+            rich_help_panel="LLM server tuning")] = 3,
+        confirm_requests: Annotated[int, typer.Option(
+            "--confirm-requests", help="requests per confirming start, at the chosen rate",
+            rich_help_panel="LLM server tuning")] = 100,
     ) -> None:
         sc_or_none = load_scenario(scenario) if scenario is not None else None
         section = sc_or_none.server if sc_or_none is not None and model is None else None
@@ -146,7 +153,8 @@ def register(app: typer.Typer) -> None:
                 server_cmd, search or [], slo, rate, probe_duration, sweep_steps, api, shape,
                 prompt_tokens, output_tokens, prompt_count, prefix_tokens, prefix_share, turns,
                 prompt_lengths, prompts, tokenizer, warmup_requests, ready_path, ready_timeout,
-                knob_check, seed), sc_or_none, folder, as_json)
+                knob_check, seed, confirm_sessions, confirm_requests), sc_or_none, folder,
+                as_json)
             return
         if model is None or scenario is None:
             raise ConfigError("optimize needs MODEL and --scenario FILE (or --server-cmd to "

@@ -46,6 +46,8 @@ class ServerArgs:
     ready_timeout_s: float | None
     knob_check: bool
     seed: int
+    confirm_sessions: int = 3
+    confirm_requests: int = 100
 
 
 def with_section(args: ServerArgs, section: ServerTuning | None) -> ServerArgs:
@@ -113,6 +115,10 @@ def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> Tun
                           f"{' or '.join(APIS)}")
     if args.sweep_steps < 1 or args.warmup_requests < 0:
         raise ConfigError("--sweep-steps must be >= 1 and --warmup-requests >= 0")
+    if args.confirm_sessions not in (0, *range(2, 101)) or args.confirm_requests < 1:
+        raise ConfigError(f"--confirm-sessions {args.confirm_sessions} / --confirm-requests "
+                          f"{args.confirm_requests}: pass 0 starts (no confirmation) or 2 or "
+                          "more (an interval across starts needs two), and >= 1 request each")
     typical = scenario.inputs.typical if scenario is not None else None
     counter = _token_counter(args.tokenizer) if args.tokenizer is not None else None
     lengths, label = _lengths(args, counter)
@@ -136,7 +142,8 @@ def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> Tun
         warmup_requests=args.warmup_requests, shape=args.shape, ready_path=args.ready_path,
         ready_timeout_s=args.ready_timeout_s, seed=args.seed,
         cost_per_hour_usd=scenario.deployment.cost_per_hour_usd if scenario else None,
-        count_tokens=counter, lengths_label=label)
+        count_tokens=counter, lengths_label=label, confirm_sessions=args.confirm_sessions,
+        confirm_requests=args.confirm_requests)
 
 
 def run(args: ServerArgs, scenario: Scenario | None, out: Path, as_json: bool) -> None:
@@ -181,6 +188,8 @@ def print_table(report: ServerTuneReport) -> None:
         console.print(f"recommended: [bold]{report.winner_id}[/]\n  {report.winner_command}")
     else:
         console.print("[yellow]no configuration met the SLOs at any probed rate[/]")
+    if report.confirmation is not None:
+        console.print(report.confirmation.statement)
     if report.prefix_effect is not None:
         console.print(report.prefix_effect.statement)
     for note in report.notes:

@@ -8,6 +8,11 @@ probes the search asks for. Each probe takes the next prompts of the list, not t
 again, so a server's prefix cache never sees a probe's prompts before the probe (unless the
 list wraps around: then the report's prefix reuse says so, as it counts what was sent).
 
+The winner is then confirmed: measured at its chosen rate in ``confirm_sessions`` fresh
+server processes of ``confirm_requests`` requests each, its TTFT and ITL percentiles given with
+intervals that count processes (measure/summary.py grouped_quantile_ci), so they hold for a
+next start of the same command, and a verdict per SLO from those intervals.
+
 With a shared prefix in the workload the winner is measured once more at its chosen rate, with
 the same prompts and with each prompt given a prefix of its own (same lengths), and the report
 states whether TTFT was lower with the shared prefix, from the CIs of the two medians.
@@ -32,10 +37,12 @@ from infertune.loadgen.streaming_result import (
     summarise_streams,
 )
 from infertune.loadgen.workloads import WorkloadSpec, build_prompts, prefix_reuse
+from infertune.measure.summary import LatencySummary, percentile_key
 from infertune.optimize.server_tune.command import Candidate, ServerCommand
 from infertune.optimize.server_tune.process import MIB, ServerProcess, free_port
 from infertune.optimize.server_tune.report import (
     CandidateResult,
+    Confirmation,
     Percentiles,
     PrefixEffect,
     ProbeRow,
@@ -70,12 +77,15 @@ class TuneOptions:
     count_tokens: TokenCounter | None = None
     lengths_label: str = "fixed"
     timeout_s: float = 120.0
+    confirm_sessions: int = 3  # fresh starts of the winner; 0: none (figures stay hints)
+    confirm_requests: int = 100  # per confirming start
 
 
 @dataclass
 class _Probe:
     result: StreamingResult
     row: ProbeRow
+    records: list[StreamRecord]
 
 
 class Tuner:
@@ -112,7 +122,7 @@ class Tuner:
                                       count_tokens=o.count_tokens)
                 load, records = run_stream_records(schedule, target, RunOptions(seed=o.seed))
                 result = summarise_streams(o.api, load, records, o.slos, seed=o.seed)
-                return _Probe(result, _row(rate, result, records, share))
+                return _Probe(result, _row(rate, result, records, share), records)
 
             if o.warmup_requests:
                 probe(max(o.start_rate, 1.0), o.warmup_requests)
@@ -159,6 +169,8 @@ class Tuner:
             candidates=results, winner_id=winner.id if winner else None,
             winner_command=winner.command if winner else None,
             notes=_notes(results, len(self.prompts)))
+        if winner is not None and o.confirm_sessions > 0:
+            report.confirmation = self.confirm(winner)
         if winner is not None and o.workload.prefix_share > 0:
             report.prefix_effect = self.prefix_effect(winner)
         report.save(o.out / "server_tune.json")
@@ -190,6 +202,19 @@ class Tuner:
                              prefix_tokens=w.prefix_tokens, prefix_share=w.prefix_share,
                              turns=w.turns, lengths=o.lengths_label, probe_s=o.probe_s,
                              warmup_requests=o.warmup_requests)
+
+    def confirm(self, winner: CandidateResult) -> Confirmation:
+        """The winner at its chosen rate in fresh server processes (see the module text)."""
+        assert winner.chosen_rate is not None
+        o, rate = self.o, winner.chosen_rate
+        candidate = Candidate(id=winner.id, knobs=winner.knobs)
+        runs: list[_Probe] = []
+        for k in range(o.confirm_sessions):
+            self.progress(f"confirming {winner.id} at {rate:g} req/s: start {k + 1} of "
+                          f"{o.confirm_sessions}, {o.confirm_requests} requests")
+            with self.session(candidate) as probe:
+                runs.append(probe(rate, o.confirm_requests))
+        return _confirmation(rate, o.confirm_requests, runs, o.slos)
 
     def prefix_effect(self, winner: CandidateResult) -> PrefixEffect:
         """The winner's TTFT with the shared prefix against the same prompts without it."""
@@ -229,6 +254,41 @@ def _row(rate: float, result: StreamingResult, records: list[StreamRecord],
         prefix_reuse=prefix_reuse(prompts, len(records)),
         cached_token_share=(sum(c or 0 for c, _ in cached) / sum(p or 0 for _, p in cached)
                             if known else None))
+
+
+def _confirmation(rate: float, requests: int, runs: list[_Probe],
+                  slos: list[TokenSLO]) -> Confirmation:
+    """Figures over every confirming start, each start one group of the intervals."""
+    ok = [[r for r in run.records if r.ok] for run in runs]
+    per_start = {
+        "ttft": [[v for r in rs if (v := r.ttft_ms) is not None] for rs in ok],
+        "itl": [[g for r in rs for g in r.gaps_ms] for rs in ok],
+        "tpot": [[v for r in rs if (v := r.tpot_ms) is not None] for rs in ok],
+        "e2e": [[r.e2e_ms for r in rs] for rs in ok]}
+    summaries = {metric: LatencySummary.from_groups(groups) if any(groups) else None
+                 for metric, groups in per_start.items()}
+    verdicts, words = [], []
+    for slo in slos:
+        summary = summaries.get(slo.metric)
+        figure = summary.percentiles.get(percentile_key(slo.percentile)) if summary else None
+        if figure is None or figure.low is None or figure.high is None:
+            verdict = "not shown"
+        else:
+            verdict = ("meets" if figure.high <= slo.limit_ms else
+                       "misses" if figure.low > slo.limit_ms else "not shown")
+        verdicts.append(verdict)
+        shown = (f"{figure.value:.2f} [{figure.low:.2f}, {figure.high:.2f}] ms"
+                 if figure is not None and figure.low is not None and figure.high is not None
+                 else "not measured")
+        words.append(f"{slo.key} {shown} against {slo.limit_ms:g}: {verdict}")
+    passed = sum(run.row.passed for run in runs)
+    statement = (f"Confirmed in {len(runs)} fresh server starts at {rate:g} req/s, {requests} "
+                 f"requests each (95% intervals across the starts): " + "; ".join(words) +
+                 f". {passed} of {len(runs)} starts met every SLO on their own.")
+    return Confirmation(rate=rate, requests=requests, sessions=[run.row for run in runs],
+                        ttft=Percentiles.of(summaries["ttft"]),
+                        itl=Percentiles.of(summaries["itl"]), verdicts=verdicts,
+                        statement=statement)
 
 
 def _effect(rate: float, shared: ProbeRow, unshared: ProbeRow,
