@@ -8,7 +8,8 @@ Every rollout runs the real CanaryController, gates and confidence sequences
 at --rate per simulated second and split between the arms by the canary weight; each arm
 draws lognormal latencies (median 10 ms, sigma 0.35 for the stable), errors (0.1%) and output
 disagreement with the stable (0%) unless the scenario changes them; every canary answer is
-replayed to the stable, as the router does. The stable has served HISTORY_S seconds of the
+replayed to the stable, as the router does (a request and an agreement row, not a latency
+sample). The stable has served HISTORY_S seconds of the
 same traffic before each rollout begins. No HTTP, simulated time: a few hundred rollouts
 take seconds. Scenarios (the effect each degraded canary has):
 

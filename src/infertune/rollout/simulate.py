@@ -4,8 +4,9 @@ gates and statistics, fed by requests drawn from stated distributions instead of
 Each arm has a lognormal latency (median, sigma), an error rate, a share of outputs that
 disagree with the stable's, and optionally a conversion rate. Time is simulated: ``sleep(s)``
 sends ``rate_rps * s`` requests, split between the arms by the current canary weight, and
-every canary answer is replayed to the stable (as the router does), which both compares the
-outputs and adds a stable latency sample. ``history_s``: seconds of traffic the stable
+every canary answer is replayed to the stable (as the router does), which compares the
+outputs and counts as a stable request, but not as a latency sample (the router keeps those
+replays out of the stable's latency histograms). ``history_s``: seconds of traffic the stable
 answered before the rollout began; ``shadow``: a shadow release answering a replay of every
 stable answer, compared like the canary's. benchmarks/canary_stats.py and the controller's
 unit tests use it.
@@ -111,18 +112,20 @@ class SimulatedRollout:
             self._compare(s.canary, to_canary)
         # the stable answers its share and replays every canary answer
         self._serve(s.stable, n - to_canary, answered=True)
-        self._serve(s.stable, to_canary, answered=False)
+        self._serve(s.stable, to_canary, answered=False, timed=False)
         if s.shadow is not None:  # every stable answer replayed to the shadow and compared
             self._serve(s.shadow, n - to_canary, answered=False)
             self._compare(s.shadow, n - to_canary)
 
-    def _serve(self, name: str, n: int, *, answered: bool) -> None:
+    def _serve(self, name: str, n: int, *, answered: bool, timed: bool = True) -> None:
         if n == 0:
             return
         model, tally = self.models[name], self.tallies[name]
-        latency = model.latency_median_s * np.exp(model.latency_sigma *
-                                                  self.rng.standard_normal(n))
-        tally.per_bucket += np.bincount(np.searchsorted(BOUNDS, latency), minlength=len(BOUNDS))
+        if timed:
+            latency = model.latency_median_s * np.exp(model.latency_sigma *
+                                                      self.rng.standard_normal(n))
+            tally.per_bucket += np.bincount(np.searchsorted(BOUNDS, latency),
+                                            minlength=len(BOUNDS))
         tally.requests += n
         tally.errors += int(self.rng.binomial(n, model.error_rate))
         if answered and model.conversion is not None:
