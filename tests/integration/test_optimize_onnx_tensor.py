@@ -86,6 +86,7 @@ def test_optimize_a_torchscript_model(tmp_path) -> None:
         assert load(out / "variants" / vid).info.runtime == "onnxruntime"
 
 
+@pytest.mark.timing_free  # refused in setup, before anything is timed or the budget starts
 def test_a_floor_that_does_not_fit_the_task_fails_before_the_run(tmp_path, capsys) -> None:
     model, data, scenario = _setup(tmp_path, "regression",
                                    {"metric": "mean_cosine", "min": 0.99})

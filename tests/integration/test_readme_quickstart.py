@@ -15,7 +15,11 @@ from guide_files import README, commands, marked_block, write_guide_files
 
 from infertune.report.schema import Report
 
-pytestmark = pytest.mark.slow  # a whole optimize run (--quick --budget 1m), about 70 s
+# a whole optimize run (--quick --budget 1m), about 70 s; timing_free: every assertion is the
+# exit codes and what the run folder holds (report.json with a recommendation, report.md/html,
+# the recommended variant's manifest), which hold whatever the timings say: a baseline kept, or
+# fewer variants measured on a busy machine, still leaves a recommendation and its folder
+pytestmark = [pytest.mark.slow, pytest.mark.timing_free]
 
 
 def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:

@@ -72,6 +72,8 @@ def _promtool_fires(tmp_path: Path, value: float) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.timing_free  # seeded rows, sequential requests, --timeout-ms 30000: PSI is counted
+# over rows, never seconds, and promtool evaluates its own clock
 def test_drift_in_live_traffic_shows_on_metrics_and_fires_the_alert(tmp_path,
                                                                    monkeypatch) -> None:
     reg = Registry(tmp_path / "registry")

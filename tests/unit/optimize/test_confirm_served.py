@@ -243,6 +243,7 @@ def test_a_serve_process_that_exits_is_one_clear_error_with_its_log(tmp_path: Pa
 
 
 @pytest.mark.slow  # one real `infertune serve` start (imports: ~10 s)
+@pytest.mark.timing_free  # the start fails on a missing folder; the 60 s is only a guard
 def test_a_real_serve_on_a_missing_folder_fails_to_start_with_the_reason(tmp_path: Path) -> None:
     proc = ServedProcess(Finalist("v", "b1", {"max_batch_size": 1}, tmp_path / "missing"),
                          tmp_path / "confirm", python=sys.executable)
