@@ -72,8 +72,8 @@ def test_doctor_describes_the_machine_in_a_hardware_file(
 
 
 @pytest.mark.parametrize("content, expected", [
-    (None, "cannot read --hardware"),
-    ("{not json", "is not JSON (line 1"),
+    (None, "hw.json: cannot be read (No such file or directory); pass --hardware"),
+    ("{not json", "hw.json: not valid JSON at line 1, column 2"),
     ("[1, 2]", "must hold a JSON object"),
     ('{"cpu_model": "x", "logical_cores": 2, "turbo": true}', "unknown field(s) ['turbo']"),
 ])

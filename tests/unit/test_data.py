@@ -84,7 +84,7 @@ def test_empty_files(tmp_path: Path) -> None:
 
 def test_invalid_json_row(tmp_path: Path) -> None:
     message = _error(_file(tmp_path, "d.jsonl", '{"input": "a"}\n{"input": \n'))
-    assert "row 2 is not valid JSON" in message
+    assert "d.jsonl: not valid JSON at line 2, column 11 (Expecting value); write one" in message
 
 
 def test_missing_input_key(tmp_path: Path) -> None:

@@ -17,10 +17,12 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = "infertune"
 
 # DESIGN.md, "Package layout", from the ground floor up; durations.py (duration strings such as
-# "5m", used by config and the CLI) and libraries.py (quiets third-party logging in infertune's
-# own processes: commands and serve's model workers) are ground-floor helpers beside errors.py.
-LAYERS = ("errors", "durations", "libraries", "config", "hardware", "data", "models", "measure",
-          "quality", "serve", "loadgen", "optimize", "report", "rollout", "export", "cli")
+# "5m", used by config and the CLI), libraries.py (quiets third-party logging in infertune's
+# own processes: commands and serve's model workers) and jsonfile.py (the one JSON file reader
+# and writer) are ground-floor helpers beside errors.py.
+LAYERS = ("errors", "durations", "libraries", "jsonfile", "config", "hardware", "data", "models",
+          "measure", "quality", "serve", "loadgen", "optimize", "report", "rollout", "export",
+          "cli")
 
 
 def module_name(path: Path, src: Path = SRC) -> str:

@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         if server is None or release is None:
             raise ConfigError("canary needs --server URL and --release NAME (or --judge-once "
                               "with --prometheus and --arm-label)")
-        from infertune.cli._common import write_json
+        from infertune.jsonfile import write_json
         from infertune.rollout.client import RouterClient, server_client
         from infertune.rollout.controller import CanaryController, StepPlan
         from infertune.rollout.gates import METHOD, GateConfig, GateResult
@@ -159,7 +159,7 @@ def _judge_once(server: str | None, release: str | None, prometheus: str | None,
     """One verdict: over two pod arms in Prometheus, or a router's canary and stable."""
     import httpx
 
-    from infertune.cli._common import write_json
+    from infertune.jsonfile import write_json
     from infertune.rollout.analysis import (
         CANARY,
         STABLE,

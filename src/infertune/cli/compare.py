@@ -37,7 +37,8 @@ def register(app: typer.Typer) -> None:
             "--block-size", min=1, help="requests per block of A or B")] = 20,
         seed: Annotated[int, typer.Option("--seed", help="seed for order and bootstrap")] = 0,
     ) -> None:
-        from infertune.cli._common import quiet_libraries, write_json
+        from infertune.cli._common import quiet_libraries
+        from infertune.jsonfile import write_json
 
         budget_s = parse_duration(budget, "--budget")
         quiet_libraries()

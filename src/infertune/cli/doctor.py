@@ -12,6 +12,7 @@ import typer
 
 from infertune.errors import ConfigError
 from infertune.hardware import LIBRARIES, HardwareInfo, applicability, detect
+from infertune.jsonfile import read_json
 from infertune.optimize.passes.registry import engines_on
 
 
@@ -42,14 +43,7 @@ def register(app: typer.Typer) -> None:
 
 
 def read_hardware(path: Path) -> HardwareInfo:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read --hardware {path}: {exc.strerror}; pass a file written "
-                          "by `infertune doctor --json`") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--hardware {path} is not JSON (line {exc.lineno}: {exc.msg}); pass "
-                          "a file written by `infertune doctor --json`") from exc
+    data = read_json(path, fix="pass --hardware a file written by `infertune doctor --json`")
     if not isinstance(data, dict):
         raise ConfigError(f"--hardware {path} must hold a JSON object as `infertune doctor "
                           "--json` writes it")

@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
         result = _run(schedule, built, options)
         _print_result(result)
         if json_out is not None:
-            from infertune.cli._common import write_json
+            from infertune.jsonfile import write_json
 
             write_json(json_out, {"schema": "infertune.loadtest/v1", "spec": spec.to_dict(),
                                   "result": result.to_dict()})
@@ -187,7 +187,7 @@ def _print_schedule(spec: dict[str, Any], stats: dict[str, Any], json_out: Path 
     typer.echo(f"  peak 1-s rate   {stats['peak_1s_rate']:.0f} req/s")
     typer.echo(f"  gap squared CV  {stats['gap_scv']:.3f}  (1 = Poisson; > 1 bursty)")
     if json_out is not None:
-        from infertune.cli._common import write_json
+        from infertune.jsonfile import write_json
 
         write_json(json_out, {"schema": "infertune.schedule/v1", "spec": spec, "stats": stats})
 
@@ -356,7 +356,7 @@ def _run_streaming(url: str, spec: Any, args: StreamArgs, options: RunOptions,
         payload = {"schema": "infertune.loadtest-sweep/v1", "spec": spec.to_dict(),
                    "sweep": found.to_dict()}
     if json_out is not None:
-        from infertune.cli._common import write_json
+        from infertune.jsonfile import write_json
 
         write_json(json_out, payload)
 

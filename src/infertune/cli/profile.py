@@ -85,8 +85,9 @@ def register(app: typer.Typer) -> None:
             "caps (tail figures rest on few samples)")] = False,
         seed: Annotated[int, typer.Option("--seed", help="seed for the bootstrap CIs")] = 0,
     ) -> None:
-        from infertune.cli._common import quiet_libraries, write_json
+        from infertune.cli._common import quiet_libraries
         from infertune.hardware import detect
+        from infertune.jsonfile import write_json
         from infertune.measure.profile import ProfileSettings, profile
         from infertune.models import load
 

@@ -16,7 +16,6 @@ answers too late to use; the SLO is judged on the answers).
 from __future__ import annotations
 
 import ipaddress
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 from infertune.config import ServePolicy, client_deadline_ms
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo, detect, int8_saturation_risk
+from infertune.jsonfile import read_json
 from infertune.models.variant import read_manifest
 from infertune.serve.worker_threads import fit_to_workers, threads_per_worker
 
@@ -37,10 +37,11 @@ def resolve_target(ref: str) -> tuple[str, dict[str, Any]]:
     report_path = path / "report.json"
     if not (path.is_dir() and report_path.is_file()):
         return ref, {}
+    report = read_json(report_path, fix="rerun infertune optimize, or serve a variant folder "
+                       f"directly (infertune serve {path}/variants/<id>)")
     try:
-        report = json.loads(report_path.read_text())
         variant_id = report["recommendation"]["variant_id"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise ConfigError(f"{report_path}: no recommendation.variant_id; serve a variant folder "
                           f"directly (infertune serve {path}/variants/<id>)") from exc
     if variant_id is None:

@@ -37,8 +37,8 @@ def register(app: typer.Typer) -> None:
             "--min-samples", min=1, help="mirrored rows before a gate may pass")] = 100,
         json_out: Annotated[Path | None, typer.Option("--json")] = None,
     ) -> None:
-        from infertune.cli._common import write_json
         from infertune.cli.canary import _source
+        from infertune.jsonfile import write_json
         from infertune.rollout.analysis import judge_once
         from infertune.rollout.client import RouterClient, server_client
         from infertune.rollout.gates import SHADOW_GATES, GateConfig

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import numpy as np
 
 from infertune.data.text_inputs import TextPair, as_text_input
 from infertune.errors import DataError, IncompatibleInputError
+from infertune.jsonfile import parse_json, parse_jsonl
 
 BUNDLED_MINILM = Path(__file__).parent / "minilm_heldout.jsonl"
 BUNDLED_RERANKING = Path(__file__).parent / "reranking_heldout.jsonl"
@@ -100,7 +100,7 @@ def _read_jsonl(path: Path, input_column: str, label_column: str) -> HeldOut:
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         records = _json_array(text, path)
     else:
-        records = _json_lines(text, path)
+        records = parse_jsonl(text, path, fix="write one JSON object per line", error=DataError)
     inputs: list[Any] = []
     labels: list[Any] = []
     groups: list[Any] = []
@@ -153,24 +153,9 @@ def _groups(inputs: list[Any], given: list[Any]) -> list[str] | None:
             for x, g in zip(inputs, given, strict=True)]
 
 
-def _json_lines(text: str, path: Path) -> list[tuple[int, Any]]:
-    records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: row {lineno} is not valid JSON ({exc.msg})") from exc
-    return records
-
-
 def _json_array(text: str, path: Path) -> list[tuple[int, Any]]:
     """A .json file holding one array of objects; rows are counted from 1 in the array."""
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON at line {exc.lineno} ({exc.msg})") from exc
+    items = parse_json(text, path, fix="write one JSON array of objects", error=DataError)
     return list(enumerate(items, start=1))
 
 

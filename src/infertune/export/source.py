@@ -14,7 +14,6 @@ and, when the release is a canary, the weight of the latest routing event.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -32,6 +31,7 @@ from infertune.config import (
 )
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
+from infertune.jsonfile import read_json
 from infertune.models.variant import Manifest, read_manifest
 from infertune.report.schema import PolicyRow, Report, VariantRow
 from infertune.rollout.registry import Registry, Release
@@ -188,9 +188,10 @@ def _policy(report: Report, variant_id: str) -> tuple[ServePolicy, str, PolicyRo
 def _hardware(path: Path) -> HardwareInfo | None:
     if not path.is_file():
         return None
+    data = read_json(path, fix="re-run infertune optimize")
     try:
-        return HardwareInfo.from_dict(json.loads(path.read_text()))
-    except (json.JSONDecodeError, TypeError, KeyError) as exc:
+        return HardwareInfo.from_dict(data)
+    except (TypeError, KeyError) as exc:
         raise ConfigError(f"{path}: not a hardware record ({exc}); re-run infertune "
                           "optimize") from exc
 

@@ -18,7 +18,6 @@ parse the files with Triton's own ModelConfig protobuf schema (tritonclient).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from infertune.errors import ConfigError
 from infertune.export.plan import DeployPlan, Sourced
 from infertune.export.triton_openvino import openvino_io, openvino_parameters, write_openvino_model
+from infertune.jsonfile import write_json
 from infertune.models.gpu import OrtGpuSettings
 
 # Copied as model.py, never imported here: they import Triton's triton_python_backend_utils
@@ -285,12 +285,12 @@ def _write_text(p: DeployPlan, out: Path, base: str, inputs: list[Tensor],
     shutil.copy2(PYTHON_MODELS / "tokenize.py", version / "model.py")
     shutil.copytree(p.source.variant_dir / pre.tokenizer_dir, version / "tokenizer",
                     dirs_exist_ok=True)
-    (version / "preprocessing.json").write_text(json.dumps({
+    write_json(version / "preprocessing.json", {
         "_source": f"variants/{m.id}/manifest.json preprocessing and inputs",
         "tokenizer_dir": "tokenizer", "max_length": pre.max_length, "padding": pre.padding,
         "buckets": list(pre.buckets) or [16, 32, 64, 128, 256, 512],
         "token_type_ids": "token_type_ids" in names, "pairs": pairs,
-        "truncation": pre.truncation}, indent=2) + "\n")
+        "truncation": pre.truncation})
     token_outputs = [t for t in inputs if t.name in TOKEN_INPUTS]
     # a cross-encoder reads (query, passage) pairs: the passages come in their own tensor
     text_in = [Tensor("TEXT", "TYPE_STRING", [1])] + (
@@ -301,8 +301,8 @@ def _write_text(p: DeployPlan, out: Path, base: str, inputs: list[Tensor],
     version = out / post / "1"
     version.mkdir(parents=True, exist_ok=True)
     shutil.copy2(PYTHON_MODELS / "postprocess.py", version / "model.py")
-    (version / "postprocess.json").write_text(json.dumps({
-        "_source": f"variants/{m.id}/manifest.json task", "task": m.task}, indent=2) + "\n")
+    write_json(version / "postprocess.json",
+               {"_source": f"variants/{m.id}/manifest.json task", "task": m.task})
     raw = next((t for t in outputs if t.name == m.output_name), outputs[0])
     (out / post / "config.pbtxt").write_text(_python_config(
         post, p, [Tensor("OUTPUT_RAW", raw.data_type, raw.dims),

@@ -36,6 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from infertune.errors import ConfigError, DataError
+from infertune.jsonfile import read_jsonl
 from infertune.loadgen.http_stream import RawResponse, StreamClient
 from infertune.loadgen.precise_loop import precise_runner
 from infertune.loadgen.result import (
@@ -107,20 +108,15 @@ def load_prompts(path: str | Path, default_max_tokens: int) -> list[Prompt]:
     if not path.is_file():
         raise DataError(f"prompt file {path} not found; pass --prompts with a .jsonl file of "
                         '{"messages": [...]} lines')
-    prompts: list[Prompt] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            prompts.append(_prompt(line, f"{path}: line {lineno}", default_max_tokens))
+    prompts = [_prompt(item, f"{path}: line {lineno}", default_max_tokens)
+               for lineno, item in read_jsonl(path, fix="write one JSON object per line",
+                                              error=DataError)]
     if not prompts:
         raise DataError(f"{path}: no prompts; write one JSON object per line")
     return prompts
 
 
-def _prompt(line: str, where: str, default_max_tokens: int) -> Prompt:
-    try:
-        item = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{where} is not valid JSON; write one JSON object per line") from exc
+def _prompt(item: Any, where: str, default_max_tokens: int) -> Prompt:
     if not isinstance(item, dict):
         raise DataError(f'{where}: expected an object with "messages" or "prompt"')
     max_tokens = item.get("max_tokens", default_max_tokens)

@@ -20,7 +20,6 @@ ConfigError naming the known shapes when the name is unknown.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ import numpy as np
 
 from infertune.durations import parse_duration as parse_duration  # re-exported for loadgen callers
 from infertune.errors import ConfigError, DataError
+from infertune.jsonfile import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -277,13 +277,9 @@ def read_trace(path: Path) -> np.ndarray:
 def _read_trace_jsonl(path: Path) -> tuple[np.ndarray, str]:
     values: list[float] = []
     kind = "timestamp"
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {lineno} is not valid JSON") from exc
+    fix = ("write one number per line, or an object with one of the keys "
+           f"{', '.join(_TIME_KEYS + _GAP_KEYS)}")
+    for lineno, item in read_jsonl(path, fix=fix, error=DataError):
         if isinstance(item, dict):
             key = next((k for k in _TIME_KEYS + _GAP_KEYS if k in item), None)
             if key is None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from infertune.errors import ConfigError, DataError
+from infertune.jsonfile import read_jsonl
 from infertune.loadgen.result import parse_server_timing
 
 
@@ -39,15 +40,8 @@ def load_bodies(path: str | Path) -> list[Any]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"body file {path} not found; pass --body-file with a .jsonl file")
-    bodies: list[Any] = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            bodies.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {lineno} is not valid JSON; write one JSON value "
-                            "per line") from exc
+    bodies = [body for _, body in read_jsonl(path, fix="write one JSON value per line",
+                                             error=DataError)]
     if not bodies:
         raise DataError(f"{path}: no request bodies; the file is empty")
     return bodies

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from infertune.errors import ModelLoadError
+from infertune.jsonfile import read_json
 from infertune.models.base import Adapter, ModelInfo
 from infertune.models.runners import OrtRunner, TorchRunner, hf_call
 from infertune.models.tensor import TensorAdapter, onnx_tensor_adapter
@@ -100,12 +100,8 @@ def load_huggingface(folder: Path, *, task: str | None = None, model_id: str | N
         import transformers
     except ImportError as exc:
         raise ModelLoadError("Hugging Face folders need the torch extra; run `make setup`") from exc
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(
-            f"{folder / 'config.json'} is not valid JSON; re-save the model with save_pretrained"
-        ) from exc
+    config = read_json(folder / "config.json", fix="re-save the model with save_pretrained",
+                       error=ModelLoadError)
     task = _hf_task(folder, config, task)
     auto = (transformers.AutoModelForSequenceClassification if task != "embedding"
             else transformers.AutoModel)
@@ -209,7 +205,9 @@ def _contradiction(requested: str, head: bool, labels: int) -> str | None:
 def _sentence_max_length(folder: Path) -> int | None:
     path = folder / "sentence_bert_config.json"
     if path.is_file():
-        return json.loads(path.read_text()).get("max_seq_length")
+        config = read_json(path, fix="re-save the model with save_pretrained",
+                           error=ModelLoadError)
+        return config.get("max_seq_length") if isinstance(config, dict) else None
     return None
 
 

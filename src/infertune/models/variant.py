@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from infertune.errors import ModelLoadError
+from infertune.jsonfile import read_json
 from infertune.models.base import Adapter, ModelInfo
 from infertune.models.gpu import OrtGpuRunner, OrtGpuSettings
 from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, default_cache_dir
@@ -195,11 +196,8 @@ def manifest_digest(data: dict[str, Any]) -> str:
 def read_manifest(folder: Path, *, verify: bool = True) -> Manifest:
     """Read and (by default) verify a variant folder; ModelLoadError names what is wrong."""
     path = Path(folder) / MANIFEST
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{path}: not a readable variant manifest ({exc}); rebuild the "
-                             "variant with `infertune optimize`") from exc
+    data = read_json(path, fix="rebuild the variant with `infertune optimize`",
+                     error=ModelLoadError)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ModelLoadError(f"{path}: schema is not {SCHEMA!r}; rebuild the variant")
     if verify and data.get("manifest_sha256") != manifest_digest(data):

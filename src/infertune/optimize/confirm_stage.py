@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from infertune.jsonfile import write_json
 from infertune.optimize.choice import floor_margin, variant_risk
 from infertune.optimize.confirm_served import (
     VISITS_PER_ARM,
@@ -23,7 +24,7 @@ from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Budget, Progress
 from infertune.optimize.serving import schedule_for
 from infertune.optimize.sizing import decisive_run, segment_seconds
-from infertune.optimize.state import RunState, write_json
+from infertune.optimize.state import RunState
 from infertune.optimize.sweep import SweepResult, measured_key
 
 # Confirmation as served: FINALISTS configurations, each segment CONFIRM_S per rate, ABBA.

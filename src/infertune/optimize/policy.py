@@ -13,6 +13,7 @@ import numpy as np
 
 from infertune.config import ServePolicy, client_deadline_ms, client_deadline_reason
 from infertune.errors import IncompatibleInputError
+from infertune.jsonfile import write_json
 from infertune.measure.compare import run_interleaved
 from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
 from infertune.measure.stages import time_requests
@@ -40,7 +41,7 @@ from infertune.optimize.serving import (
     measure_contention,
     validate_policy,
 )
-from infertune.optimize.state import LoadCurve, RunState, write_json
+from infertune.optimize.state import LoadCurve, RunState
 from infertune.optimize.steps import candidate_from, judge, token_lengths
 from infertune.optimize.sweep import (
     SimulateFn,

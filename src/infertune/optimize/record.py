@@ -14,7 +14,6 @@ the process that measured it (``report/run_report.py`` builds report.json from a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, TypeVar
 from infertune.config import Scenario
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
+from infertune.jsonfile import read_json, write_json
 from infertune.measure.curve import ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.optimize.cascade import CascadeResult, RightSizing
@@ -32,7 +32,7 @@ from infertune.optimize.inputs import InputOptions
 from infertune.optimize.ordering import SearchPlan
 from infertune.optimize.search import Candidate, Skipped
 from infertune.optimize.serving import Validation
-from infertune.optimize.state import BuiltVariant, LoadCurve, RunPaths, RunState, write_json
+from infertune.optimize.state import BuiltVariant, LoadCurve, RunPaths, RunState
 from infertune.optimize.sweep import SweepResult
 
 RECORD_SCHEMA = "infertune.run/v1"
@@ -185,11 +185,7 @@ def _opt(make: Callable[[dict[str, Any]], T], data: dict[str, Any] | None) -> T 
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); the run "
-                          "directory is damaged, re-run infertune optimize") from exc
+    data = read_json(path, fix="the run directory is damaged, re-run infertune optimize")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object; re-run infertune optimize")
     return data

@@ -18,7 +18,6 @@ This module is the ground floor of the pipeline: the stages (steps.py, policy.py
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,12 +101,6 @@ class RunPaths:
     def create(self) -> None:
         self.variants.mkdir(parents=True, exist_ok=True)
         self.plots.mkdir(parents=True, exist_ok=True)
-
-
-def write_json(path: Path, payload: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    return path
 
 
 @dataclass

@@ -19,6 +19,7 @@ from infertune import hardware
 from infertune.config import Scenario
 from infertune.data import HeldOut
 from infertune.data.text_inputs import is_text_input, text_length
+from infertune.jsonfile import write_json
 from infertune.measure.arm_process import ArmFailed, ArmProcess
 from infertune.measure.compare import run_interleaved
 from infertune.measure.profile import ProfileSettings, profile
@@ -78,7 +79,6 @@ from infertune.optimize.state import (
     RunState,
     quality_floor,
     quality_metrics,
-    write_json,
 )
 from infertune.quality import QualityResult, evaluate_outputs, run_outputs
 from infertune.quality.degenerate import check_outputs_vary

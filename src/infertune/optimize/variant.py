@@ -6,7 +6,6 @@ optimize/); this module writes folders that loader accepts, and checks each one 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from infertune.errors import InternalError
+from infertune.jsonfile import write_json
 from infertune.models import load
 from infertune.models.base import Adapter
 from infertune.models.variant import (
@@ -130,7 +130,7 @@ def finalize(folder: Path, manifest: Manifest) -> Variant:
 def write_manifest(folder: Path, manifest: Manifest) -> None:
     data = manifest.to_dict()
     data["manifest_sha256"] = manifest_digest(data)
-    (Path(folder) / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_json(Path(folder) / MANIFEST, data, sort_keys=True)
 
 
 def predict_rows(adapter: Adapter, inputs: Sequence[Any], batch_size: int = 16) -> np.ndarray:

@@ -8,7 +8,6 @@ and drift between the two output sets.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from infertune.config import QualityFloor
 from infertune.data import HeldOut
 from infertune.data.text_inputs import is_text_input, text_length
 from infertune.errors import DataError, IncompatibleInputError, InfertuneError, QualityFloorError
+from infertune.jsonfile import read_json, write_json
 from infertune.models.base import Adapter
 from infertune.quality.bootstrap import (
     DEFAULT_RESAMPLES,
@@ -99,17 +99,16 @@ class QualityResult:
         return cls(**fields)
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> QualityResult:
         path = Path(path)
+        data = read_json(path, error=DataError,
+                         fix="write it again with infertune validate --json or infertune optimize")
         try:
-            return cls.from_dict(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            return cls.from_dict(data)
+        except (KeyError, TypeError) as exc:
             raise DataError(f"{path}: not a readable quality.json ({type(exc).__name__})") from exc
 
 

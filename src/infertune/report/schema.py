@@ -27,13 +27,13 @@ Layout of a Report (sections optimize fills are optional; advise leaves them emp
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infertune.errors import ConfigError
+from infertune.jsonfile import read_json, write_json
 
 SCHEMA = "infertune.report/v1"
 
@@ -379,21 +379,14 @@ class Report(_Model):
             ) from exc
 
     def save_json(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def load_json(cls, path: str | Path) -> Report:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"{path} not found; pass a run folder holding report.json")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}); "
-                              "re-create it with infertune advise --format json") from exc
+        data = read_json(path, fix="re-create it with infertune advise --format json")
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: the top level must be a JSON object")
         return cls.from_dict(data, source=str(path))

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infertune.config import QualityFloor, ServePolicy, load_scenario
 from infertune.errors import ConfigError, ModelLoadError
+from infertune.jsonfile import read_json
 from infertune.models.variant import Preprocessing, read_manifest, sha256_file
 from infertune.serve.routing import NAME_PATTERN, RoutingEvent
 
@@ -312,12 +313,12 @@ def _resolve_source(source: Path, variant: str | None
     if not report_path.is_file():
         raise ConfigError(f"{source} is neither a run folder (with report.json) nor a variant "
                           "folder (with manifest.json); pass the folder infertune optimize wrote")
+    report = read_json(report_path, fix="rerun infertune optimize")
     try:
-        report = json.loads(report_path.read_text())
         chosen = variant or (report.get("recommendation") or {}).get("variant_id")
         serving = report.get("serving") or {}
         policy = ServePolicy.model_validate(serving.get("policy") or {})
-    except (json.JSONDecodeError, AttributeError, ValidationError) as exc:
+    except (AttributeError, ValidationError) as exc:
         raise ConfigError(f"{report_path}: cannot read its recommendation or serving policy "
                           f"({type(exc).__name__}); rerun infertune optimize") from exc
     if chosen is None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import logging
 import os
 import re
@@ -38,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
+from infertune.jsonfile import read_json
 from infertune.models.base import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
 from infertune.serve.drift import DriftMonitor
@@ -281,9 +281,10 @@ def model_card(adapter: Adapter) -> ModelCard:
     source = Path(info.source) if info.source else None
     if source is not None and (source / "manifest.json").is_file():
         try:
-            manifest = _scrub_paths(json.loads((source / "manifest.json").read_text()))
-        except (OSError, ValueError):
-            log.warning("cannot read %s/manifest.json; showing model info only", source)
+            manifest = _scrub_paths(read_json(source / "manifest.json",
+                                              fix="rebuild the variant with `infertune optimize`"))
+        except ConfigError as exc:  # /v1/model still answers, without the manifest
+            log.warning("%s; showing model info only", exc)
     return ModelCard(id=info.id, version=info.version, kind=info.kind, task=info.task,
                      runtime=info.runtime, precision=info.precision,
                      input_names=list(info.input_names), max_length=info.max_length,

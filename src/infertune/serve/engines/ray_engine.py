@@ -22,7 +22,6 @@ still in flight through it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -41,6 +40,7 @@ from ray.serve.config import BackpressureConfig
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError, InternalError
 from infertune.hardware import detect
+from infertune.jsonfile import write_json
 from infertune.serve.engines.autoscale import (
     RAY_PUSH_INTERVAL_S,
     AutoscalePlan,
@@ -275,9 +275,7 @@ class RayEngine:
                                 "cluster_cpus": measured.cluster_cpus,
                                 "nodes": measured.nodes},
                    "autoscaling_policy": POLICY_PATH, "plan": plan.to_dict()}
-        path = self.options.plan_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(payload, indent=2) + "\n")
+        path = write_json(self.options.plan_path, payload)
         self.echo(f"autoscaling plan saved to {path}")
 
     def drain(self) -> list[int]:

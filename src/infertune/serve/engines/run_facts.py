@@ -19,13 +19,13 @@ Keys read (each optional; a missing one leaves the fact unknown, never invented)
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from infertune.config import Scenario, ServePolicy, load_scenario
 from infertune.errors import ConfigError
+from infertune.jsonfile import read_json
 from infertune.measure.curve import ServiceCurve
 from infertune.serve.engines.autoscale import (
     RAY_PUSH_INTERVAL_S,
@@ -177,10 +177,7 @@ def _measured_capacity(report: dict[str, Any], path: Path) -> Sourced | None:
 def _json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not readable JSON ({exc}); rerun infertune optimize") from exc
+    data = read_json(path, fix="rerun infertune optimize")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be an object; rerun infertune optimize")
     return data

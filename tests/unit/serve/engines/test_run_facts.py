@@ -83,7 +83,8 @@ def test_missing_and_malformed_measurements_name_the_fix(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="no measured cold start .profile.json.; rerun"):
         plan_for_run(run, ServePolicy())
     (run / "serving.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="serving.json: not readable JSON"):
+    with pytest.raises(ConfigError, match=r"serving.json: not valid JSON at line 1, column 2 "
+                       r".*; rerun infertune optimize"):
         read_run(run)
     (run / "serving.json").write_text(json.dumps({"curve": {"points": "x"}}))
     with pytest.raises(ConfigError, match="'curve' is not a service curve"):
