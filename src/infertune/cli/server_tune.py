@@ -188,6 +188,8 @@ def print_table(report: ServerTuneReport) -> None:
         console.print(f"recommended: [bold]{report.winner_id}[/]\n  {report.winner_command}")
     else:
         console.print("[yellow]no configuration met the SLOs at any probed rate[/]")
+    for missed in report.confirmations_missed:
+        console.print(f"[yellow]{missed.statement}[/]")
     if report.confirmation is not None:
         console.print(report.confirmation.statement)
     if report.prefix_effect is not None:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -378,3 +379,45 @@ def test_the_confirmation_judges_each_slo_by_its_interval_across_starts() -> Non
     assert "3 fresh server starts at 4 req/s, 40 requests each" in c.statement
     assert "itl_p95_ms 6.00 [6.00, 6.00] ms against 20: meets" in c.statement
     assert "3 of 3 starts met every SLO" in c.statement
+
+
+def test_a_confirmation_that_misses_steps_down_to_the_next_passing_rate(tmp_path: Path) -> None:
+    from infertune.loadgen.workloads import WorkloadSpec
+    from infertune.optimize.server_tune.run import TuneOptions, Tuner, _Probe
+
+    starts: list[float] = []
+
+    class FakeTuner(Tuner):
+        @contextlib.contextmanager
+        def session(self, candidate: Candidate) -> Iterator[Any]:
+            def probe(rate: float, count: int | None = None, prompts: object = None) -> _Probe:
+                starts.append(rate)
+                # at the edge of capacity (24 req/s) a fresh start queues up: TTFT ~1 s
+                records = _streams(1.0 if rate >= 24 else 0.010, 0.005, n=count or 10)
+                row = _passing_row(rate)
+                return _Probe(fake_result(rate, rate), row, records)
+            yield probe
+
+    options = TuneOptions(command=ServerCommand("srv --port {port} --seqs {seqs}",
+                                                parse_search(["seqs=4"])),
+                          slos=parse_slos("ttft_p95_ms=250"),
+                          workload=WorkloadSpec(prompt_tokens=8, output_tokens=2, count=16),
+                          out=tmp_path, confirm_sessions=2, confirm_requests=10)
+    rows = [_passing_row(r) for r in (6.0, 12.0, 24.0)] + [
+        _passing_row(48.0).model_copy(update={"passed": False})]
+    winner = CandidateResult(id="seqs=4", knobs={"seqs": "4"}, command="srv --seqs 4", rank=1,
+                             round_reached=0, sessions=1, sweep_stopped="x", probes=rows,
+                             chosen_rate=24.0, goodput_rps=24.0, at_chosen=rows[2],
+                             cost_per_1k_usd=None, peak_rss_mib=None)
+    done = FakeTuner(options).confirm(winner)
+    assert [c.rate for c in done] == [24.0, 12.0] and starts == [24.0, 24.0, 12.0, 12.0]
+    assert done[0].verdicts == ["misses"] and done[1].verdicts == ["meets"]
+    assert "at 12 req/s" in done[1].statement
+
+
+def _passing_row(rate: float) -> ProbeRow:
+    return ProbeRow(rate=rate, passed=True, why="", sent=10, ok=10, goodput_rps=rate,
+                    goodput_share=1.0, ttft=None, itl=None, tpot=None, e2e=None,
+                    prefix_reuse=PrefixReuse(requests=10, prompt_chars=1, reused_chars=0,
+                                             share=0.0, requests_reusing=0),
+                    cached_token_share=None)

@@ -149,6 +149,8 @@ class ServerTuneReport(_Model):
     winner_command: str | None
     prefix_effect: PrefixEffect | None = None
     confirmation: Confirmation | None = None  # None: --confirm-sessions 0, or no winner
+    # higher rates whose confirmation missed an SLO, before ``confirmation``'s (highest first)
+    confirmations_missed: list[Confirmation] = []
     notes: list[str] = []
 
     def save(self, path: Path) -> None:
@@ -205,7 +207,10 @@ def render_markdown(report: ServerTuneReport) -> str:
         lines.append(f"- round {r.number} (sweeps of up to {r.max_steps} probe(s)): ran "
                      f"{', '.join(r.ran)}; kept {', '.join(r.kept)}")
     if report.confirmation is not None:
-        lines += ["", "## Confirmation", "", report.confirmation.statement]
+        lines += ["", "## Confirmation", "",
+                  *[f"- {c.statement}" for c in report.confirmations_missed],
+                  *(["- so the rate stepped down:"] if report.confirmations_missed else []),
+                  report.confirmation.statement]
     else:
         lines += ["", "The figures above come from one probe window of one server start each: "
                   "hints, not results (no confirmation was run)."]

@@ -11,7 +11,9 @@ list wraps around: then the report's prefix reuse says so, as it counts what was
 The winner is then confirmed: measured at its chosen rate in ``confirm_sessions`` fresh
 server processes of ``confirm_requests`` requests each, its TTFT and ITL percentiles given with
 intervals that count processes (measure/summary.py grouped_quantile_ci), so they hold for a
-next start of the same command, and a verdict per SLO from those intervals.
+next start of the same command, and a verdict per SLO from those intervals; where one misses,
+at the next lower passing rate of its sweep (at most CONFIRM_RATES rates): the report's
+confirmation is the rate that holds, and the misses above it are listed.
 
 With a shared prefix in the workload the winner is measured once more at its chosen rate, with
 the same prompts and with each prompt given a prefix of its own (same lengths), and the report
@@ -53,6 +55,8 @@ from infertune.optimize.server_tune.report import (
 )
 from infertune.optimize.server_tune.search import CandidateRun, RunAt, halving_search
 
+# rates a confirmation tries, from the chosen one down, before it reports the last one's miss
+CONFIRM_RATES = 3
 ROUTES = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
 Progress = Callable[[str], None]
 
@@ -170,7 +174,8 @@ class Tuner:
             winner_command=winner.command if winner else None,
             notes=_notes(results, len(self.prompts)))
         if winner is not None and o.confirm_sessions > 0:
-            report.confirmation = self.confirm(winner)
+            *stepped, report.confirmation = self.confirm(winner)
+            report.confirmations_missed = stepped
         if winner is not None and o.workload.prefix_share > 0:
             report.prefix_effect = self.prefix_effect(winner)
         report.save(o.out / "server_tune.json")
@@ -203,18 +208,29 @@ class Tuner:
                              turns=w.turns, lengths=o.lengths_label, probe_s=o.probe_s,
                              warmup_requests=o.warmup_requests)
 
-    def confirm(self, winner: CandidateResult) -> Confirmation:
-        """The winner at its chosen rate in fresh server processes (see the module text)."""
+    def confirm(self, winner: CandidateResult) -> list[Confirmation]:
+        """The winner in fresh server processes at its chosen rate, then, while a confirmation
+        misses an SLO, at its next lower passing rate (the sweep doubles, so its highest
+        passing rate can sit at the edge of capacity, where one start holds the SLO and the
+        next queues up: TTFT p95 8.6 ms in the search's start, 1.6 s over three fresh ones).
+        Returns every confirmation, the one that holds (or the last tried) last."""
         assert winner.chosen_rate is not None
-        o, rate = self.o, winner.chosen_rate
+        o = self.o
         candidate = Candidate(id=winner.id, knobs=winner.knobs)
-        runs: list[_Probe] = []
-        for k in range(o.confirm_sessions):
-            self.progress(f"confirming {winner.id} at {rate:g} req/s: start {k + 1} of "
-                          f"{o.confirm_sessions}, {o.confirm_requests} requests")
-            with self.session(candidate) as probe:
-                runs.append(probe(rate, o.confirm_requests))
-        return _confirmation(rate, o.confirm_requests, runs, o.slos)
+        rates = sorted((p.rate for p in winner.probes
+                        if p.passed and p.rate <= winner.chosen_rate), reverse=True)
+        done: list[Confirmation] = []
+        for rate in rates[:CONFIRM_RATES]:
+            runs: list[_Probe] = []
+            for k in range(o.confirm_sessions):
+                self.progress(f"confirming {winner.id} at {rate:g} req/s: start {k + 1} of "
+                              f"{o.confirm_sessions}, {o.confirm_requests} requests")
+                with self.session(candidate) as probe:
+                    runs.append(probe(rate, o.confirm_requests))
+            done.append(_confirmation(rate, o.confirm_requests, runs, o.slos))
+            if "misses" not in done[-1].verdicts:
+                break
+        return done
 
     def prefix_effect(self, winner: CandidateResult) -> PrefixEffect:
         """The winner's TTFT with the shared prefix against the same prompts without it."""
