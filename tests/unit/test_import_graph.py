@@ -18,11 +18,12 @@ ROOT = "infertune"
 
 # DESIGN.md, "Package layout", from the ground floor up; durations.py (duration strings such as
 # "5m", used by config and the CLI), libraries.py (quiets third-party logging in infertune's
-# own processes: commands and serve's model workers) and jsonfile.py (the one JSON file reader
-# and writer) are ground-floor helpers beside errors.py.
-LAYERS = ("errors", "durations", "libraries", "jsonfile", "config", "hardware", "data", "models",
-          "measure", "quality", "serve", "loadgen", "optimize", "report", "rollout", "export",
-          "cli")
+# own processes: commands and serve's model workers), jsonfile.py (the one JSON file reader
+# and writer) and serial.py (the one dataclass serialisation) are ground-floor helpers beside
+# errors.py.
+LAYERS = ("errors", "durations", "libraries", "jsonfile", "serial", "config", "hardware", "data",
+          "models", "measure", "quality", "serve", "loadgen", "optimize", "report", "rollout",
+          "export", "cli")
 
 
 def module_name(path: Path, src: Path = SRC) -> str:
