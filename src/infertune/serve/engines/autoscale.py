@@ -60,9 +60,10 @@ curve (an estimate: an upper bound that ignores the batching window and HTTP ove
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict
+from dataclasses import dataclass, field
+from typing import ClassVar, TypedDict
 
+from infertune.serial import Serial
 from infertune.serve.runtime import DEFAULT_BOUND_BATCHES, DEFAULT_BOUND_FLOOR_S
 
 STEP_PATTERNS = frozenset({"bursty", "spiky", "trace"})
@@ -131,17 +132,10 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Derivation:
+class Derivation(Serial):
     value: float
     unit: str
     reasoning: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Derivation:
-        return cls(**data)
 
 
 class RayAutoscaling(TypedDict):
@@ -167,7 +161,12 @@ class RayDeploymentOptions(TypedDict):
 
 
 @dataclass
-class AutoscalePlan:
+class AutoscalePlan(Serial):
+    """Every derived number; its JSON (``to_dict``) adds the two Ray dicts built from them,
+    which reading ignores (they follow from the derivations)."""
+
+    DERIVED: ClassVar[tuple[str, ...]] = ("ray_autoscaling_config", "ray_deployment_options")
+
     target_ongoing_requests: Derivation
     max_ongoing_requests: Derivation
     min_replicas: Derivation
@@ -205,22 +204,19 @@ class AutoscalePlan:
             backpressure_retry_after_s=self.backpressure_retry_after_s.value,
             graceful_shutdown_timeout_s=self.graceful_shutdown_timeout_s.value)
 
+    @property
+    def ray_autoscaling_config(self) -> RayAutoscaling:  # the JSON's names for the two above
+        return self.ray_autoscaling()
+
+    @property
+    def ray_deployment_options(self) -> RayDeploymentOptions:
+        return self.ray_deployment()
+
     def lines(self) -> list[str]:
         """One line per derived number, for a person to read."""
         out = [f"{name} = {_num(d.value)} {d.unit}: {d.reasoning}"
                for name, d in self.derivations().items()]
         return out + [f"warning: {w}" for w in self.warnings]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**{k: d.to_dict() for k, d in self.derivations().items()},
-                "warnings": list(self.warnings), "ray_autoscaling_config": self.ray_autoscaling(),
-                "ray_deployment_options": self.ray_deployment()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AutoscalePlan:
-        names = [f for f in cls.__dataclass_fields__ if f != "warnings"]
-        return cls(**{n: Derivation.from_dict(data[n]) for n in names},
-                   warnings=list(data.get("warnings", [])))
 
 
 def _num(value: float) -> str:
