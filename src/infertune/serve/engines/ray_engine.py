@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypedDict
 
 import ray
 from ray import serve
@@ -41,11 +41,13 @@ from infertune.config import ServePolicy
 from infertune.errors import ConfigError, InternalError
 from infertune.hardware import detect
 from infertune.jsonfile import write_json
+from infertune.serial import Serial
 from infertune.serve.engines.autoscale import (
     RAY_PUSH_INTERVAL_S,
     AutoscalePlan,
     Demand,
     Limits,
+    RayAutoscaling,
     RayDeploymentOptions,
     ReplicaFacts,
     derive_plan,
@@ -88,11 +90,38 @@ class RayOptions:
 
 
 @dataclass
-class Measured:
+class Measured(Serial):
     cold_start_s: float
     service_ms: dict[int, float]
     cluster_cpus: float
     nodes: int = 1  # alive nodes: each runs one of Ray's HTTP proxies
+
+
+@dataclass(kw_only=True)
+class PlanFile(Serial):
+    """ray_autoscaling.json: what start() measured and the plan it applied."""
+
+    schema: str = "infertune.ray_autoscaling/v1"
+    app: str  # ReplicaApp.describe()
+    ray_address: str  # --ray-address, or "embedded one-node Ray"
+    cluster_address: str | None  # where a second driver joins (`ray.init(address=...)`)
+    measured: Measured
+    autoscaling_policy: str = POLICY_PATH
+    plan: AutoscalePlan
+
+
+class ProbeAutoscaling(TypedDict):
+    """The probe's fixed single replica."""
+
+    min_replicas: int
+    max_replicas: int
+    initial_replicas: int
+
+
+class AppliedAutoscaling(RayAutoscaling):
+    """The plan's autoscaling_config with infertune's policy function."""
+
+    policy: dict[str, str]
 
 
 class RayEngine:
@@ -188,7 +217,7 @@ class RayEngine:
                               "environment: Ray sends it to no explicit address otherwise)"
                               ) from exc
 
-    def _deployment(self, autoscaling: dict[str, Any],
+    def _deployment(self, autoscaling: ProbeAutoscaling | AppliedAutoscaling,
                     options: RayDeploymentOptions | None = None) -> Any:
         """The deployment with ``options`` (the plan's); without them (the probe, which no
         HTTP request reaches) one replica holding the policy's queue."""
@@ -214,7 +243,7 @@ class RayEngine:
         time it from deploy to healthy, time requests per batch size on it, remove it.
         Ray Serve gives every deploy a new code version, so the real deployment starts fresh
         replicas either way; a probe costs no more than reconfiguring a measured one."""
-        one = {"min_replicas": 1, "max_replicas": 1, "initial_replicas": 1}
+        one = ProbeAutoscaling(min_replicas=1, max_replicas=1, initial_replicas=1)
         probe = f"{self.options.app_name}-probe"
         started = time.monotonic()
         handle = serve.run(self._deployment(one).bind(self.app),
@@ -238,13 +267,13 @@ class RayEngine:
         """Deploy with ``plan``'s settings (the replica bounds overridden, e.g. by a benchmark
         pinning a count); returns once the deployment's replicas are healthy."""
         derived = plan.ray_autoscaling()
-        config: dict[str, Any] = dict(derived)
+        # queue length, raised while shedding
+        config: AppliedAutoscaling = {**derived, "policy": {"policy_function": POLICY_PATH}}
         if min_replicas is not None:
             config["min_replicas"] = config["initial_replicas"] = min_replicas
             config["max_replicas"] = max(min_replicas, derived["max_replicas"])
         if max_replicas is not None:
             config["max_replicas"] = max_replicas
-        config["policy"] = {"policy_function": POLICY_PATH}  # queue length, raised while shedding
         serve.run(self._deployment(config, plan.ray_deployment()).bind(self._replica_app(plan)),
                   name=self.options.app_name, route_prefix="/")
 
@@ -266,16 +295,11 @@ class RayEngine:
         return int(sum(n for state, n in states.items() if str(state).endswith("RUNNING")))
 
     def _save(self, plan: AutoscalePlan, measured: Measured) -> None:
-        payload = {"schema": "infertune.ray_autoscaling/v1", "app": self.app.describe(),
-                   "ray_address": self.options.address or "embedded one-node Ray",
-                   # where a second driver joins this cluster (`ray.init(address=...)`)
-                   "cluster_address": ray.get_runtime_context().gcs_address,
-                   "measured": {"cold_start_s": measured.cold_start_s,
-                                "service_ms": {str(k): v for k, v in measured.service_ms.items()},
-                                "cluster_cpus": measured.cluster_cpus,
-                                "nodes": measured.nodes},
-                   "autoscaling_policy": POLICY_PATH, "plan": plan.to_dict()}
-        path = write_json(self.options.plan_path, payload)
+        saved = PlanFile(app=self.app.describe(),
+                         ray_address=self.options.address or "embedded one-node Ray",
+                         cluster_address=ray.get_runtime_context().gcs_address,
+                         measured=measured, plan=plan)
+        path = write_json(self.options.plan_path, saved.to_dict())
         self.echo(f"autoscaling plan saved to {path}")
 
     def drain(self) -> list[int]:
