@@ -19,17 +19,18 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from infertune.config import ServePolicy
 from infertune.optimize.ranking import ceiling_first, fits_ceiling
+from infertune.serial import Serial
 
 SHED_LIMIT = 0.01  # a policy that sheds more than 1% of requests does not "keep the SLO"
 
 
 @dataclass
-class SimStats:
+class SimStats(Serial):
     """What one simulated (or load-tested) run at one rate predicts."""
 
     rate: float
@@ -47,20 +48,13 @@ class SimStats:
     def meets(self, slo: dict[str, float]) -> bool:
         return self.shed <= SHED_LIMIT and all(self.percentile(k) <= v for k, v in slo.items())
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SimStats:
-        return cls(**data)
-
 
 # (policy, rate in req/s) -> what the queue does at that rate with the scenario's shape
 SimulateFn = Callable[[ServePolicy, float], SimStats]
 
 
 @dataclass(frozen=True)
-class SweepGrid:
+class SweepGrid(Serial):
     max_batch_size: tuple[int, ...] = (1, 2, 4, 8, 16)
     max_wait_ms: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0)
     workers: tuple[int, ...] = (1, 2)
@@ -83,12 +77,9 @@ class SweepGrid:
                                    timeout_ms=timeout_ms))
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) for k, v in asdict(self).items()}
-
 
 @dataclass
-class PolicyResult:
+class PolicyResult(Serial):
     policy_id: str
     policy: dict[str, Any]  # ServePolicy knobs (settings, not results)
     at_mean: SimStats
@@ -103,21 +94,9 @@ class PolicyResult:
     def serve_policy(self) -> ServePolicy:
         return ServePolicy(**self.policy)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PolicyResult:
-        data = dict(data)
-        for key in ("at_mean", "at_peak", "validated_mean", "validated_peak"):
-            if data.get(key) is not None:
-                data[key] = SimStats.from_dict(data[key])
-        return cls(**data)
-
 
 @dataclass
-class BatchingEffect:
+class BatchingEffect(Serial):
     """Batching shown with numbers: the best batching policy against no batching."""
 
     rate_label: str  # "low load" | "mean" | "peak"
@@ -129,21 +108,14 @@ class BatchingEffect:
     verdict: str  # "helps" | "hurts" | "neutral"
     sentence: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BatchingEffect:
-        return cls(**data)
-
 
 @dataclass
-class SweepResult:
+class SweepResult(Serial):
     variant_id: str
     slo: dict[str, float]
     mean_rps: float
     peak_rps: float
-    grid: dict[str, Any]
+    grid: SweepGrid  # the policies it ran
     evaluated: int
     ranked: list[PolicyResult]  # best first (only the leading ones are kept)
     batching: list[BatchingEffect] = field(default_factory=list)
@@ -155,23 +127,6 @@ class SweepResult:
     @property
     def best(self) -> PolicyResult:
         return self.ranked[0]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"variant_id": self.variant_id, "slo": self.slo, "mean_rps": self.mean_rps,
-                "peak_rps": self.peak_rps, "grid": self.grid, "evaluated": self.evaluated,
-                "ranked": [p.to_dict() for p in self.ranked],
-                "batching": [b.to_dict() for b in self.batching],
-                "cost_per_hour_usd": self.cost_per_hour_usd,
-                "cost_ceiling_usd_per_1k": self.cost_ceiling_usd_per_1k}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SweepResult:
-        return cls(variant_id=data["variant_id"], slo=data["slo"], mean_rps=data["mean_rps"],
-                   peak_rps=data["peak_rps"], grid=data["grid"], evaluated=data["evaluated"],
-                   ranked=[PolicyResult.from_dict(p) for p in data["ranked"]],
-                   batching=[BatchingEffect.from_dict(b) for b in data.get("batching", [])],
-                   cost_per_hour_usd=data.get("cost_per_hour_usd"),
-                   cost_ceiling_usd_per_1k=data.get("cost_ceiling_usd_per_1k"))
 
     def fits_ceiling(self, policy: PolicyResult) -> bool | None:
         """``policy`` within the cost ceiling at its goodput (None: no ceiling or cost)."""
@@ -342,7 +297,7 @@ def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_
     effects = batching_effects(simulate, leaders[0], unbatched, slo, mean_rps, peak_rps)
     effects += wait_window_effects(simulate, leaders[0], slo, mean_rps,
                                    max(grid.max_wait_ms))
-    return SweepResult(variant_id, slo, mean_rps, peak_rps, grid.to_dict(), len(policies),
+    return SweepResult(variant_id, slo, mean_rps, peak_rps, grid, len(policies),
                        leaders, effects, cost_per_hour_usd, cost_ceiling_usd_per_1k)
 
 
