@@ -28,7 +28,7 @@ from infertune.loadgen.result import RequestRecord, is_ok
 from infertune.loadgen.runner import run_load
 from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule, read_trace
 from infertune.loadgen.simulate import simulate
-from infertune.measure.tail_interval import TailInterval, tail_interval
+from infertune.measure.tail_interval import CONFIDENCE, TailInterval, tail_interval
 from infertune.models.base import Adapter
 from infertune.optimize.sweep import SimStats, SimulateFn
 from infertune.serve.batch_shape import PaddingCost
@@ -225,10 +225,12 @@ INTERVAL_KEYS = ("p50", "p95", "p99")
 
 
 def record_intervals(segments: Sequence[tuple[Sequence[RequestRecord], float]], *,
-                     block_s: float, seed: int = 0) -> dict[str, TailInterval]:
-    """p50/p95/p99 intervals of the answered requests of ``segments`` ((records, the segment's
-    scheduled length) in the order run; each later segment's send times are offset past the
-    earlier ones, so a block never spans two segments). Empty when nothing was answered."""
+                     block_s: float, seed: int = 0,
+                     confidence: float = CONFIDENCE) -> dict[str, TailInterval]:
+    """p50/p95/p99 intervals at ``confidence`` of the answered requests of ``segments``
+    ((records, the segment's scheduled length) in the order run; each later segment's send
+    times are offset past the earlier ones, so a block never spans two segments). Empty when
+    nothing was answered."""
     lat: list[float] = []
     starts: list[float] = []
     offset = 0.0
@@ -240,7 +242,8 @@ def record_intervals(segments: Sequence[tuple[Sequence[RequestRecord], float]], 
                             / block_s + 1) * block_s
     if not lat:
         return {}
-    return {k: tail_interval(lat, starts, int(k[1:]) / 100, block_s=block_s, seed=seed)
+    return {k: tail_interval(lat, starts, int(k[1:]) / 100, block_s=block_s, seed=seed,
+                             confidence=confidence)
             for k in INTERVAL_KEYS}
 
 

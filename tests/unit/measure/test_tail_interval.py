@@ -97,3 +97,24 @@ def test_the_interval_round_trips() -> None:
     got = interval(1.0, None)
     assert TailInterval.from_dict(got.to_dict()) == got
     assert got.in_tail == 30
+
+
+def test_a_higher_confidence_widens_the_interval_and_says_so() -> None:
+    # the confirmation looks twice (after ABBA, after an extension): each look at 97.5% keeps
+    # the chance of a wrong decision over both at most 5%
+    rng = np.random.default_rng(11)
+    lat = rng.gamma(4.0, 2.0, size=4000)
+    starts = np.linspace(0.0, 40.0, 4000, endpoint=False)
+    at95 = tail_interval(lat, starts, 0.95, block_s=1.0, seed=2)
+    at975 = tail_interval(lat, starts, 0.95, block_s=1.0, seed=2, confidence=0.975)
+    assert at95.confidence == 0.95 and at975.confidence == 0.975
+    assert at95.low is not None and at95.high is not None
+    assert at975.low is not None and at975.high is not None
+    assert at975.low < at95.low and at975.high > at95.high
+    assert "(97.5% CI" in verdict(at975, 1e6)[1]
+    assert TailInterval.from_dict(at975.to_dict()) == at975
+    # a file written before the confidence was recorded reads as 95%
+    old = {k: v for k, v in at95.to_dict().items() if k != "confidence"}
+    assert TailInterval.from_dict(old).confidence == 0.95
+    with pytest.raises(ValueError, match="confidence in"):
+        tail_interval([1.0], [0.0], 0.99, block_s=1.0, confidence=1.0)
