@@ -14,12 +14,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from infertune.errors import InternalError
+from infertune.serial import Serial
 
 SETTLE_WINDOW = 5
 SETTLE_TOLERANCE = 0.10
@@ -49,7 +49,9 @@ print("INFERTUNE_COLDSTART " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t
 
 
 @dataclass
-class ColdStart:
+class ColdStart(Serial):
+    DERIVED = ("total_s",)
+
     import_s: float
     load_s: float
     first_inference_ms: float
@@ -62,13 +64,6 @@ class ColdStart:
     @property
     def total_s(self) -> float:
         return self.import_s + self.load_s + self.first_inference_ms / 1000.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "total_s": self.total_s}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ColdStart:
-        return cls(**{k: v for k, v in data.items() if k != "total_s"})
 
 
 def settle_index(curve_ms: Sequence[float], window: int = SETTLE_WINDOW,

@@ -19,13 +19,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from infertune.measure.collector import steady_gc
 from infertune.measure.summary import LatencySummary, quantile_sorted, sample_bootstrap_quantiles
+from infertune.serial import Serial
 
 Verdict = Literal["B is faster", "B is slower", "no significant difference"]
 NOISE_THRESHOLD = 0.02
@@ -38,7 +39,7 @@ RUNNER_CONFIDENCE = 0.99
 
 
 @dataclass
-class RatioEstimate:
+class RatioEstimate(Serial):
     percentile: float
     ratio: float  # B / A
     low: float
@@ -47,16 +48,11 @@ class RatioEstimate:
     conclusive: bool
     confidence: float = 0.95
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RatioEstimate:
-        return cls(**data)
-
 
 @dataclass
-class ComparisonStats:
+class ComparisonStats(Serial):
+    DERIVED = ("verdict", "conclusive")
+
     n_a: int
     n_b: int
     p50: RatioEstimate
@@ -72,17 +68,6 @@ class ComparisonStats:
     @property
     def conclusive(self) -> bool:
         return self.p50.conclusive
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"n_a": self.n_a, "n_b": self.n_b, "p50": self.p50.to_dict(),
-                "p95": self.p95.to_dict(), "threshold": self.threshold, "seed": self.seed,
-                "method": self.method, "verdict": self.verdict, "conclusive": self.conclusive}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ComparisonStats:
-        return cls(n_a=data["n_a"], n_b=data["n_b"], p50=RatioEstimate.from_dict(data["p50"]),
-                   p95=RatioEstimate.from_dict(data["p95"]), threshold=data["threshold"],
-                   seed=data["seed"], method=data.get("method", "bootstrap"))
 
 
 def decide(low: float, high: float, threshold: float) -> tuple[Verdict, bool]:
@@ -170,8 +155,10 @@ def compare_samples(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | 
 
 
 @dataclass
-class ComparisonResult:
+class ComparisonResult(Serial):
     """What ``infertune compare`` reports; schema "infertune.compare/v1"."""
+
+    DERIVED = ("verdict",)  # the p50 verdict, for a reader of the file
 
     a: str
     b: str
@@ -191,23 +178,9 @@ class ComparisonResult:
     pids: list[int] = field(default_factory=list)
     schema: str = "infertune.compare/v1"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": self.schema, "a": self.a, "b": self.b, "verdict": self.stats.verdict,
-                "stats": self.stats.to_dict(), "a_summary": self.a_summary.to_dict(),
-                "b_summary": self.b_summary.to_dict(), "trials": self.trials,
-                "block_size": self.block_size, "seconds": self.seconds,
-                "budget_s": self.budget_s, "stopped": self.stopped, "order": self.order,
-                "block_warmup": self.block_warmup, "where": self.where, "pids": self.pids}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ComparisonResult:
-        return cls(a=data["a"], b=data["b"], stats=ComparisonStats.from_dict(data["stats"]),
-                   a_summary=LatencySummary.from_dict(data["a_summary"]),
-                   b_summary=LatencySummary.from_dict(data["b_summary"]), trials=data["trials"],
-                   block_size=data["block_size"], seconds=data["seconds"],
-                   budget_s=data["budget_s"], stopped=data["stopped"], order=data["order"],
-                   block_warmup=data.get("block_warmup", 0),
-                   where=data.get("where", "both in one process"), pids=data.get("pids", []))
+    @property
+    def verdict(self) -> Verdict:
+        return self.stats.verdict
 
 
 Call = Callable[[Sequence[Any]], Any]

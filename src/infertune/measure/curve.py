@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from infertune.models.base import Adapter, ModelInputs
+from infertune.serial import Serial
 
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
 @dataclass
-class CurvePoint:
+class CurvePoint(Serial):
     batch_size: int
     seq_len: int | None
     p50_ms: float
@@ -35,16 +36,9 @@ class CurvePoint:
     samples: int
     throughput_per_s: float  # items per second at p50: batch_size / p50
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CurvePoint:
-        return cls(**data)
-
 
 @dataclass
-class ServiceCurve:
+class ServiceCurve(Serial):
     points: list[CurvePoint]
     typical_seq_len: int | None = None  # the length used when a caller passes seq_len=None
     runtime: str = ""
@@ -53,9 +47,15 @@ class ServiceCurve:
     # out; latency_ms answers for them by interpolation/extension from the measured points.
     unmeasured: list[tuple[int, int | None]] = field(default_factory=list)
 
+    DERIVED = ("unit",)  # written for a reader of the file; every figure here is in ms
+
     def __post_init__(self) -> None:
         if not self.points:
             raise ValueError("a service curve needs at least one measured point")
+
+    @property
+    def unit(self) -> str:
+        return "ms"
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -84,19 +84,6 @@ class ServiceCurve:
 
     def _row(self, seq_len: int | None) -> list[tuple[int, float]]:
         return sorted((p.batch_size, p.p50_ms) for p in self.points if p.seq_len == seq_len)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"points": [p.to_dict() for p in self.points],
-                "typical_seq_len": self.typical_seq_len, "runtime": self.runtime,
-                "note": self.note, "unit": "ms",
-                "unmeasured": [list(x) for x in self.unmeasured]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ServiceCurve:
-        return cls(points=[CurvePoint.from_dict(p) for p in data["points"]],
-                   typical_seq_len=data.get("typical_seq_len"), runtime=data.get("runtime", ""),
-                   note=data.get("note", ""),
-                   unmeasured=[(int(b), s) for b, s in data.get("unmeasured", [])])
 
 
 def _interp_batch(row: list[tuple[int, float]], batch_size: int) -> float:

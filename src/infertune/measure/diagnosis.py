@@ -11,8 +11,8 @@ averages above ``NOISY_STEAL`` percent, or when other processes kept more than
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from infertune.measure.hotspots import Hotspots
 from infertune.measure.padding import PaddingWaste
 from infertune.measure.stages import STAGES, StageReport
 from infertune.measure.utilisation import Utilisation
+from infertune.serial import Serial
 
 NOISY_CV = 0.10
 NOISY_STEAL = 1.0
@@ -32,20 +33,13 @@ STAGE_WORDS = {"preprocess": "preprocessing", "forward": "the model (forward)",
 
 
 @dataclass
-class RoundStat:
+class RoundStat(Serial):
     """One round of timed single requests (rounds are compared for run-to-run variance)."""
 
     index: int
     count: int
     p50_ms: float
     p99_ms: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RoundStat:
-        return cls(**data)
 
 
 def stage_likelihood(stages: StageReport, stage: str) -> Likelihood:

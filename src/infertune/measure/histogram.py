@@ -101,6 +101,7 @@ class LatencyHistogram:
     def equals(self, other: LatencyHistogram) -> bool:
         return self.clamped == other.clamped and bool(self.hdr.equals(other.hdr))
 
+    # why hand-written: the counts travel as one HDR-encoded string, not as fields
     def to_dict(self) -> dict[str, Any]:
         return {"unit": "us", "significant_figures": SIGNIFICANT_FIGURES,
                 "count": self.count, "clamped": self.clamped, "encoded": self.encode()}

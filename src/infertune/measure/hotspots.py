@@ -15,43 +15,28 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.models.base import Adapter, ModelInputs
+from infertune.serial import Serial
 
 
 @dataclass
-class Hotspot:
+class Hotspot(Serial):
     op: str
     total_ms: float  # summed over all calls profiled
     count: int  # calls of this op over all forward passes profiled
     share_percent: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Hotspot:
-        return cls(**data)
-
 
 @dataclass
-class Hotspots:
+class Hotspots(Serial):
     tool: str  # "torch.profiler" | "onnxruntime"
     forward_calls: int
     ops: list[Hotspot]  # sorted by time, largest first
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"tool": self.tool, "forward_calls": self.forward_calls,
-                "ops": [o.to_dict() for o in self.ops]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Hotspots:
-        return cls(tool=data["tool"], forward_calls=data["forward_calls"],
-                   ops=[Hotspot.from_dict(o) for o in data["ops"]])
 
 
 def rank(totals_us: dict[str, float], counts: dict[str, int], top: int) -> list[Hotspot]:

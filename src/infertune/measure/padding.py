@@ -9,12 +9,15 @@ into consecutive batches of ``batch_size``; each batch is padded to ``padded_len
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from infertune.serial import Serial
 
 
 @dataclass
-class PaddingWaste:
+class PaddingWaste(Serial):
+    DERIVED = ("waste_percent",)
+
     batch_size: int
     batches: int
     real_tokens: int
@@ -26,12 +29,9 @@ class PaddingWaste:
     def waste_fraction(self) -> float:
         return 1.0 - self.real_tokens / self.padded_tokens if self.padded_tokens else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "waste_percent": 100.0 * self.waste_fraction}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PaddingWaste:
-        return cls(**{k: v for k, v in data.items() if k != "waste_percent"})
+    @property
+    def waste_percent(self) -> float:
+        return 100.0 * self.waste_fraction
 
 
 def padding_waste(token_lengths: Sequence[int], batch_size: int, *, max_length: int,

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from infertune.errors import ConfigError, IncompatibleInputError, InfertuneError
+from infertune.errors import ConfigError, DataError, IncompatibleInputError, InfertuneError
 from infertune.measure.coldstart import ColdStart, measure_cold_start
 from infertune.measure.curve import (
     DEFAULT_BATCH_SIZES,
@@ -31,13 +31,14 @@ from infertune.measure.padding import PaddingWaste, padding_waste
 from infertune.measure.stages import StageReport, StageSamples, time_requests
 from infertune.measure.utilisation import SampleFn, Utilisation, UtilisationSampler
 from infertune.models.base import Adapter
+from infertune.serial import Serial
 
 SCHEMA = "infertune.profile/v1"
 Progress = Callable[[str, int, int], None]  # (step, done, total)
 
 
 @dataclass
-class ProfileSettings:
+class ProfileSettings(Serial):
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
     requests: int = 1000  # single requests timed, split over ``rounds`` (10 in the top 1%)
     rounds: int = 4
@@ -81,16 +82,9 @@ class ProfileSettings:
             cold_start_seconds=2.0)
         return cls(**{**fields, **overrides})
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "batch_sizes": list(self.batch_sizes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProfileSettings:
-        return cls(**{**data, "batch_sizes": tuple(data["batch_sizes"])})
-
 
 @dataclass
-class Profile:
+class Profile(Serial):
     model: dict[str, Any]  # ModelInfo.to_dict()
     data_source: str
     data_count: int
@@ -109,40 +103,10 @@ class Profile:
     seconds: float = 0.0
     schema: str = SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema, "model": self.model, "data_source": self.data_source,
-            "data_count": self.data_count, "settings": self.settings.to_dict(),
-            "stages": self.stages.to_dict(), "rounds": [r.to_dict() for r in self.rounds],
-            "curve": self.curve.to_dict(), "utilisation": self.utilisation.to_dict(),
-            "cold_start": self.cold_start.to_dict() if self.cold_start else None,
-            "hotspots": self.hotspots.to_dict() if self.hotspots else None,
-            "padding": self.padding.to_dict() if self.padding else None,
-            "diagnosis": self.diagnosis, "skipped": self.skipped,
-            "step_seconds": self.step_seconds, "hardware": self.hardware,
-            "seconds": self.seconds,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Profile:
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"not a profile ({data.get('schema')!r}, expected {SCHEMA!r})")
-
-        def opt(key: str, kind: Any) -> Any:
-            return kind.from_dict(data[key]) if data.get(key) is not None else None
-
-        return cls(
-            model=data["model"], data_source=data["data_source"], data_count=data["data_count"],
-            settings=ProfileSettings.from_dict(data["settings"]),
-            stages=StageReport.from_dict(data["stages"]),
-            rounds=[RoundStat.from_dict(r) for r in data["rounds"]],
-            curve=ServiceCurve.from_dict(data["curve"]),
-            utilisation=Utilisation.from_dict(data["utilisation"]),
-            cold_start=opt("cold_start", ColdStart), hotspots=opt("hotspots", Hotspots),
-            padding=opt("padding", PaddingWaste), diagnosis=list(data["diagnosis"]),
-            skipped=dict(data.get("skipped", {})),
-            step_seconds=dict(data.get("step_seconds", {})), hardware=data.get("hardware"),
-            seconds=data.get("seconds", 0.0))
+    def __post_init__(self) -> None:
+        if self.schema != SCHEMA:
+            raise DataError(f"not a profile ({self.schema!r}, expected {SCHEMA!r}); "
+                            "profile the model again with infertune profile")
 
 
 def check_fits(adapter: Adapter, inputs: Sequence[Any], source: str) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from infertune.measure.summary import LatencySummary, quantile_sorted
 from infertune.models.base import Adapter
+from infertune.serial import Serial
 
 STAGES: tuple[str, ...] = ("preprocess", "forward", "postprocess", "overhead")
 
@@ -84,10 +85,14 @@ def time_requests(adapter: Adapter, requests: Sequence[Sequence[Any]], *,
 
 
 @dataclass
-class StageReport:
+class StageReport(Serial):
+    DERIVED = ("share_definition", "dominant_p50", "dominant_p99")
+
     summaries: dict[str, LatencySummary]  # per stage and "e2e"
-    share_p50: dict[str, float]  # percent of the typical request's time, per stage
-    share_p99: dict[str, float]  # percent of the slow tail's time, per stage
+    # percent of the typical request's time, per stage
+    share_p50: dict[str, float] = field(metadata={"key": "share_p50_percent"})
+    # percent of the slow tail's time, per stage
+    share_p99: dict[str, float] = field(metadata={"key": "share_p99_percent"})
     tail_requests: int  # how many requests the p99 share is computed over
     typical_e2e_ms: float = 0.0  # mean e2e of the p40-p60 band (the p50 share's base)
     tail_e2e_ms: float = 0.0  # mean e2e of the requests >= p99 (the p99 share's base)
@@ -97,6 +102,11 @@ class StageReport:
         shares, base = ((self.share_p99, self.tail_e2e_ms) if tail
                         else (self.share_p50, self.typical_e2e_ms))
         return shares[stage] * base / 100.0
+
+    @property
+    def share_definition(self) -> str:
+        return ("stage mean / e2e mean over requests with e2e in [p40, p60] (p50) or the "
+                "slowest ceil(1%) (p99)")
 
     @property
     def dominant_p50(self) -> str:
@@ -124,23 +134,6 @@ class StageReport:
             share_p50=stage_shares(arrays, typical), share_p99=stage_shares(arrays, tail),
             tail_requests=int(tail.sum()), typical_e2e_ms=float(e2e[typical].mean()),
             tail_e2e_ms=float(e2e[tail].mean()))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"summaries": {k: v.to_dict() for k, v in self.summaries.items()},
-                "share_p50_percent": self.share_p50, "share_p99_percent": self.share_p99,
-                "share_definition": "stage mean / e2e mean over requests with e2e in "
-                                    "[p40, p60] (p50) or the slowest ceil(1%) (p99)",
-                "tail_requests": self.tail_requests, "typical_e2e_ms": self.typical_e2e_ms,
-                "tail_e2e_ms": self.tail_e2e_ms, "dominant_p50": self.dominant_p50,
-                "dominant_p99": self.dominant_p99}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StageReport:
-        return cls(summaries={k: LatencySummary.from_dict(v)
-                              for k, v in data["summaries"].items()},
-                   share_p50=dict(data["share_p50_percent"]),
-                   share_p99=dict(data["share_p99_percent"]), tail_requests=data["tail_requests"],
-                   typical_e2e_ms=data["typical_e2e_ms"], tail_e2e_ms=data["tail_e2e_ms"])
 
 
 def stage_shares(arrays: dict[str, np.ndarray], selected: np.ndarray) -> dict[str, float]:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
 from infertune.measure.histogram import LatencyHistogram
+from infertune.serial import Serial
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 CONFIDENCE = 0.95
@@ -27,20 +27,13 @@ LARGE_N = 5000  # above this the mean's CI uses the normal approximation (see _m
 
 
 @dataclass
-class Estimate:
+class Estimate(Serial):
     """A value with its unit and (when known) a 95% confidence interval."""
 
     value: float
     low: float | None = None
     high: float | None = None
     unit: str = "ms"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Estimate:
-        return cls(**data)
 
 
 def _pkey(p: float) -> str:
@@ -53,7 +46,7 @@ def percentile_key(p: float) -> str:
 
 
 @dataclass
-class LatencySummary:
+class LatencySummary(Serial):
     count: int
     mean: Estimate
     min: float
@@ -125,20 +118,6 @@ class LatencySummary:
         return cls(count=hist.count, mean=Estimate(hist.mean_ms()), min=hist.min_ms(),
                    max=hist.max_ms(), percentiles=pcts, tail_note=tail_note(hist.count, 99.0),
                    clamped=hist.clamped)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "unit": self.unit, "mean": self.mean.to_dict(),
-                "min": self.min, "max": self.max,
-                "percentiles": {k: v.to_dict() for k, v in self.percentiles.items()},
-                "tail_note": self.tail_note, "clamped": self.clamped}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LatencySummary:
-        return cls(count=data["count"], mean=Estimate.from_dict(data["mean"]), min=data["min"],
-                   max=data["max"],
-                   percentiles={k: Estimate.from_dict(v) for k, v in data["percentiles"].items()},
-                   tail_note=data.get("tail_note", ""), unit=data.get("unit", "ms"),
-                   clamped=data.get("clamped", 0))
 
 
 def quantile_sorted(sorted_values: np.ndarray, q: float) -> float:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
+
+from infertune.serial import Serial
 
 
 @dataclass
@@ -116,7 +118,9 @@ def process_gpu_reading(nvml: Any, handle: Any, pid: int, seen: dict[str, int]
 
 
 @dataclass
-class Utilisation:
+class Utilisation(Serial):
+    DERIVED = ("other_cores",)
+
     samples: int
     interval_s: float
     process_cpu_mean: float
@@ -140,14 +144,6 @@ class Utilisation:
         noisy-neighbour load this measurement shared the machine with."""
         return max(self.system_cpu_mean / 100.0 * self.logical_cores
                    - self.process_cpu_mean / 100.0, 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "other_cores": self.other_cores}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Utilisation:
-        data = {k: v for k, v in data.items() if k != "other_cores"}
-        return cls(**data)
 
     @classmethod
     def from_samples(cls, samples: list[Sample], interval_s: float,
