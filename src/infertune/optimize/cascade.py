@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from infertune.serial import Serial
 from infertune.serve.cascade import confidence as serve_confidence
 
 DEFAULT_THRESHOLDS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
@@ -58,7 +59,7 @@ def answers(task: str, outputs: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class CascadePoint:
+class CascadePoint(Serial):
     threshold: float
     escalated_share: float
     agreement: float  # cascade answer == baseline answer
@@ -67,35 +68,15 @@ class CascadePoint:
     p95_ms: float
     p99_ms: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CascadePoint:
-        return cls(**data)
-
 
 @dataclass
-class CascadeResult:
+class CascadeResult(Serial):
     candidate: str
     baseline: str
     examples: int
     latency_samples: int
     candidate_alone: CascadePoint
     points: list[CascadePoint] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"candidate": self.candidate, "baseline": self.baseline,
-                "examples": self.examples, "latency_samples": self.latency_samples,
-                "candidate_alone": self.candidate_alone.to_dict(),
-                "points": [p.to_dict() for p in self.points]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CascadeResult:
-        return cls(candidate=data["candidate"], baseline=data["baseline"],
-                   examples=data["examples"], latency_samples=data["latency_samples"],
-                   candidate_alone=CascadePoint.from_dict(data["candidate_alone"]),
-                   points=[CascadePoint.from_dict(p) for p in data["points"]])
 
     def best_within(self, min_agreement: float) -> CascadePoint | None:
         """The fastest (p95) threshold whose agreement stays at or above ``min_agreement``."""
@@ -137,20 +118,13 @@ def evaluate_cascade(task: str, candidate_out: np.ndarray, baseline_out: np.ndar
 
 
 @dataclass
-class RightSizing:
+class RightSizing(Serial):
     peak_rps: float
     goodput_per_instance: float
     instances: int
     cores_per_instance: int
     cores: int
     cost_per_hour_usd: float | None  # all instances together
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RightSizing:
-        return cls(**data)
 
 
 def right_size(peak_rps: float, goodput_per_instance: float | None, cores_per_instance: int,

@@ -10,12 +10,12 @@ models and the ratios they were measured with); nothing here branches on a pass'
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from infertune.optimize.passes.facts import EXPORT_S_PER_MPARAM, CostFacts
 from infertune.optimize.passes.registry import PassFactory, as_registry
+from infertune.serial import Serial
 
 # Time-boxed stages: their own caps in steps.py/policy.py (confirm: 40 s per survivor, 3
 # survivors; input options: 2 x 12 s) and, for the serving sweep, what `make demo` took here
@@ -52,7 +52,7 @@ def step_s(name: str, f: CostFacts, registry: Passes = None) -> float:
 
 
 @dataclass
-class BudgetEstimate:
+class BudgetEstimate(Serial):
     """Seconds a complete search of this model would need here, and how they were found."""
 
     seconds: float
@@ -70,13 +70,6 @@ class BudgetEstimate:
                 f"{self.basis}); pass --budget {_minutes(self.seconds)}"
                 + (" or --budget auto" if self.seconds <= AUTO_MAX_S else ""))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BudgetEstimate:
-        return cls(**dict(data))
-
 
 def _minutes(seconds: float) -> str:
     return f"{-(-seconds // 60):.0f}m"
@@ -93,19 +86,12 @@ def complete_search_s(passes: list[str], f: CostFacts, survivors: int = 3,
 
 
 @dataclass(frozen=True)
-class BudgetChoice:
+class BudgetChoice(Serial):
     """What ``--budget auto`` chose, and why (printed and kept in run.json)."""
 
     seconds: float
     needed_s: float
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BudgetChoice:
-        return cls(**dict(data))
 
 
 def auto_budget(passes: list[str], f: CostFacts, registry: Passes = None) -> BudgetChoice:

@@ -17,10 +17,12 @@ import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from infertune.serial import Serial
 
 _SPACES = re.compile(r"\s+")
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
@@ -52,20 +54,13 @@ def hit_rate(keys: Sequence[Any], capacity: int | None = None) -> float:
 
 
 @dataclass
-class CacheEstimate:
+class CacheEstimate(Serial):
     requests: int
     exact_hit_rate: float
     normalised_hit_rate: float
     lru_capacity: int | None
     lru_exact_hit_rate: float | None
     source: str  # what the inputs were: "held-out data <path>" or "trace <path>"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CacheEstimate:
-        return cls(**data)
 
 
 def cache_estimate(inputs: Sequence[Any], source: str,
@@ -87,7 +82,7 @@ def _key(value: Any) -> Any:
 
 
 @dataclass
-class TimedOption:
+class TimedOption(Serial):
     """A measured latency change: option B against the current setting A (ms per request)."""
 
     name: str
@@ -104,38 +99,16 @@ class TimedOption:
     samples: int  # per side
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TimedOption:
-        return cls(**data)
-
 
 @dataclass
-class InputOptions:
-    cache: CacheEstimate | None
-    trim_length: int | None
-    truncated_share: float | None
-    trimming: TimedOption | None
-    bucketing: TimedOption | None
-    notes: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"cache": self.cache.to_dict() if self.cache else None,
-                "trim_length": self.trim_length, "truncated_share": self.truncated_share,
-                "trimming": self.trimming.to_dict() if self.trimming else None,
-                "bucketing": self.bucketing.to_dict() if self.bucketing else None,
-                "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> InputOptions:
-        return cls(
-            cache=CacheEstimate.from_dict(data["cache"]) if data.get("cache") else None,
-            trim_length=data.get("trim_length"), truncated_share=data.get("truncated_share"),
-            trimming=TimedOption.from_dict(data["trimming"]) if data.get("trimming") else None,
-            bucketing=TimedOption.from_dict(data["bucketing"]) if data.get("bucketing") else None,
-            notes=list(data.get("notes", [])))
+class InputOptions(Serial):
+    # defaults: a record written without a field reads it as not measured
+    cache: CacheEstimate | None = None
+    trim_length: int | None = None
+    truncated_share: float | None = None
+    trimming: TimedOption | None = None
+    bucketing: TimedOption | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def trim_length_for(lengths: Sequence[int], keep: float = 0.99,

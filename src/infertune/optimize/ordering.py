@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from infertune.hardware import HardwareInfo
 from infertune.optimize.passes.facts import Prior, cpu_paths
 from infertune.optimize.passes.registry import PassFactory, as_registry
+from infertune.serial import Serial
 
 Int8Path = Literal["vnni", "arm-dot", "no-vnni"]
 
@@ -56,7 +57,7 @@ def expected_gain(p: Prior, best: float) -> float:
 
 
 @dataclass
-class PlannedPass:
+class PlannedPass(Serial):
     """One entry of the order: what it is expected to give and cost, and why it is here."""
 
     name: str
@@ -67,16 +68,9 @@ class PlannedPass:
     source: str  # where the prior comes from
     needed_by: str | None = None  # set when it is planned as the source of another pass
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PlannedPass:
-        return cls(**dict(data))
-
 
 @dataclass
-class SearchPlan:
+class SearchPlan(Serial):
     """The order the run builds and screens variants in, and what it rests on."""
 
     passes: list[PlannedPass] = field(default_factory=list)
@@ -98,15 +92,6 @@ class SearchPlan:
         return (f"build order by expected gain per second of budget (INT8 path: "
                 f"{self.int8_path}; expected speed-ups are priors, costs are estimates from "
                 f"{self.basis}): {order}. Where the priors come from: {sources}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"passes": [p.to_dict() for p in self.passes], "int8_path": self.int8_path,
-                "basis": self.basis}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SearchPlan:
-        return cls([PlannedPass.from_dict(p) for p in data["passes"]], data["int8_path"],
-                   data["basis"])
 
 
 Sources = Callable[[str], Sequence[str]]  # pass name -> the passes it is built from

@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from infertune.config import Scenario
 from infertune.optimize.sweep import SweepGrid
+from infertune.serial import Serial
 
 Outcome = Literal["won", "lost", "tie"]
 # a batched point wins or loses only by more than this share of the reference's time: the
@@ -31,7 +32,7 @@ BATCHED_PRIORS_FROM = 8  # the build order takes batch-16 priors when batches th
 
 
 @dataclass(frozen=True)
-class BatchPoint:
+class BatchPoint(Serial):
     """One point of a service-time curve: the median time of a call of ``batch`` inputs."""
 
     batch: int
@@ -44,7 +45,7 @@ class BatchPoint:
 
 
 @dataclass
-class ScreenCurve:
+class ScreenCurve(Serial):
     """Median call times at a few batch sizes, measured here."""
 
     points: list[BatchPoint] = field(default_factory=list)
@@ -60,16 +61,9 @@ class ScreenCurve:
         kept = [p for p in self.points if p.batch != point.batch]
         return ScreenCurve(sorted([*kept, point], key=lambda p: p.batch))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"points": [asdict(p) for p in self.points]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScreenCurve:
-        return cls([BatchPoint(**p) for p in data["points"]])
-
 
 @dataclass(frozen=True)
-class BatchVerdict:
+class BatchVerdict(Serial):
     """How the variant did at one batch size against the best passing variant so far there
     (else the baseline): ``ratio`` is its call time over the reference's."""
 
@@ -82,7 +76,7 @@ class BatchVerdict:
 
 
 @dataclass
-class ServedScreen:
+class ServedScreen(Serial):
     """A variant's screening at the batch sizes serving forms, and what it decided."""
 
     batches: list[int]  # the batch sizes the traffic can form (screened)
@@ -102,15 +96,6 @@ class ServedScreen:
         verdict = ("kept" if self.kept else
                    "pruned: it lost at every batch size the traffic can form")
         return ", ".join(parts) + f"; {verdict}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"batches": list(self.batches), "verdicts": [asdict(v) for v in self.verdicts],
-                "kept": self.kept, "curve": self.curve.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ServedScreen:
-        return cls(list(data["batches"]), [BatchVerdict(**v) for v in data["verdicts"]],
-                   bool(data["kept"]), ScreenCurve.from_dict(data["curve"]))
 
 
 def formable_batches(max_batch_sizes: Sequence[int], peak_rps: float | None,

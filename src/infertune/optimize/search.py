@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,6 +22,7 @@ from infertune.measure.collector import steady_gc
 from infertune.measure.compare import compare_samples
 from infertune.measure.summary import LatencySummary
 from infertune.optimize.screening import ServedScreen
+from infertune.serial import Serial
 
 # Minimum seconds a step needs to yield a figure worth reporting (on a 2-core machine).
 NEED_QUICK_S = 4.0
@@ -77,19 +78,12 @@ class Budget:
 
 
 @dataclass
-class Skipped:
+class Skipped(Serial):
     """Something the run did not do, and why (budget, not applicable, failed)."""
 
     what: str
     reason: str
     need_s: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Skipped:
-        return cls(**data)
 
 
 # Where the two sides of an interleaved comparison ran (Timing.where): in their own processes
@@ -100,7 +94,7 @@ ONE_PROCESS = "both in one process"
 
 
 @dataclass
-class Timing:
+class Timing(Serial):
     """Latency of one variant against the baseline from one interleaved comparison."""
 
     variant_id: str
@@ -131,19 +125,6 @@ class Timing:
         below 1) without a p95 measurably worse: only such a variant is worth recommending."""
         low95, high95 = self.ratio_p95_ci
         return (self.verdict == "B is faster" or high95 < 1.0) and low95 <= 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ratio_p50_ci"] = list(self.ratio_p50_ci)
-        data["ratio_p95_ci"] = list(self.ratio_p95_ci)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Timing:
-        data = dict(data)
-        data["ratio_p50_ci"] = tuple(data["ratio_p50_ci"])
-        data["ratio_p95_ci"] = tuple(data["ratio_p95_ci"])
-        return cls(**data)
 
 
 Compare = Callable[..., Any]  # measure.compare.run_interleaved
@@ -224,14 +205,14 @@ def quick_timing(variant_id: str, base_ms: Sequence[float], variant_ms: Sequence
 
 
 @dataclass
-class Candidate:
+class Candidate(Serial):
     """A variant as the search sees it: its quick and proper timings and its quality."""
 
     variant_id: str
     title: str
     quality_verdict: str  # pass | fail | inconclusive | unknown
     quality_value: float | None
-    quality_ci: tuple[float, float] | None
+    quality_ci: tuple[float, float] | None = None
     quick: Timing | None = None
     proper: Timing | None = None
     dropped: str = ""  # why it left the search (floor, dominated), empty when kept
@@ -246,26 +227,6 @@ class Candidate:
     @property
     def best_timing(self) -> Timing | None:
         return self.proper or self.quick
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"variant_id": self.variant_id, "title": self.title,
-                "quality_verdict": self.quality_verdict, "quality_value": self.quality_value,
-                "quality_ci": list(self.quality_ci) if self.quality_ci else None,
-                "quick": self.quick.to_dict() if self.quick else None,
-                "proper": self.proper.to_dict() if self.proper else None,
-                "dropped": self.dropped, "is_baseline": self.is_baseline,
-                "served": self.served.to_dict() if self.served else None}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Candidate:
-        ci = data.get("quality_ci")
-        return cls(variant_id=data["variant_id"], title=data["title"],
-                   quality_verdict=data["quality_verdict"], quality_value=data["quality_value"],
-                   quality_ci=tuple(ci) if ci else None,
-                   quick=Timing.from_dict(data["quick"]) if data.get("quick") else None,
-                   proper=Timing.from_dict(data["proper"]) if data.get("proper") else None,
-                   dropped=data.get("dropped", ""), is_baseline=data.get("is_baseline", False),
-                   served=ServedScreen.from_dict(data["served"]) if data.get("served") else None)
 
 
 def select_survivors(candidates: Sequence[Candidate], *, keep: int = 3,

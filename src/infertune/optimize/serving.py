@@ -17,7 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from infertune.loadgen.simulate import simulate
 from infertune.measure.tail_interval import CONFIDENCE, TailInterval, tail_interval
 from infertune.models.base import Adapter
 from infertune.optimize.sweep import SimStats, SimulateFn
+from infertune.serial import Serial
 from infertune.serve.batch_shape import PaddingCost
 
 BURSTY_B = 0.25
@@ -89,7 +90,7 @@ def burst_block_s(spec: ScheduleSpec) -> float:
 
 
 @dataclass
-class Contention:
+class Contention(Serial):
     """Measured slowdown of one forward call when ``workers`` calls run at once on this
     machine's cores (1.0 for one worker)."""
 
@@ -103,15 +104,6 @@ class Contention:
         known = sorted(self.factors)
         return self.factors[max(k for k in known if k <= workers)] * workers / max(
             k for k in known if k <= workers)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"factors": {str(k): v for k, v in self.factors.items()},
-                "batch_size": self.batch_size, "samples": self.samples}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Contention:
-        return cls({int(k): v for k, v in data["factors"].items()}, data["batch_size"],
-                   data["samples"])
 
 
 def measure_contention(call: Callable[[], Any], workers: Sequence[int], *, calls: int = 20,
@@ -199,7 +191,7 @@ def sim_stats(res: Any, rate: float) -> SimStats:
 
 
 @dataclass
-class Validation:
+class Validation(Serial):
     """A real open-loop in-process load test of one policy at one rate."""
 
     stats: SimStats
@@ -210,15 +202,6 @@ class Validation:
     # "p95" -> the percentile's 95% interval (measure/tail_interval.py); empty in a run before
     # session 9, whose verdicts are then "not shown"
     intervals: dict[str, TailInterval] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "stats": self.stats.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Validation:
-        return cls(**{**data, "stats": SimStats.from_dict(data["stats"]),
-                      "intervals": {k: TailInterval.from_dict(v)
-                                    for k, v in data.get("intervals", {}).items()}})
 
 
 INTERVAL_KEYS = ("p50", "p95", "p99")

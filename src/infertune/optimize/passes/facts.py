@@ -10,10 +10,11 @@ specific path first (a Xeon with AMX: ``amx``, then ``vnni``); GPU passes look u
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 from infertune.hardware import VNNI_FLAGS, GpuInfo, HardwareInfo
+from infertune.serial import Serial
 
 Device = Literal["cpu", "gpu"]
 Tier = Literal["quick", "full"]
@@ -171,7 +172,7 @@ class Requires:
 
 
 @dataclass(frozen=True)
-class CostFacts:
+class CostFacts(Serial):
     """The measured times a cost estimate scales from, and the run's sample counts."""
 
     call_ms: float  # baseline batch-1 median, measured
@@ -213,13 +214,6 @@ class CostFacts:
             parts.append(f"{self.params_m:.3g}M parameters (export estimated at "
                          f"{EXPORT_S_PER_MPARAM} s per million)")
         return "; ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CostFacts:
-        return cls(**dict(data))
 
 
 # The ratios were measured with `optimize.passes.build_variants` on minilm (22.7M parameters)

@@ -19,6 +19,7 @@ from infertune.errors import ConfigError, InternalError
 from infertune.hardware import HardwareInfo
 from infertune.optimize.passes.base import Pass
 from infertune.optimize.passes.facts import UNKNOWN, PassFacts
+from infertune.serial import Serial
 
 PassFactory = Callable[[], Pass]
 T = TypeVar("T")
@@ -114,7 +115,7 @@ def create_pass(name: str, registry: Mapping[str, PassFactory] | None = None) ->
 
 
 @dataclass(frozen=True)
-class EngineVerdict:
+class EngineVerdict(Serial):
     """One engine x precision (its passes grouped) on one machine: whether any of its passes
     applies there, and why, or what it would take (doctor prints these)."""
 
@@ -125,11 +126,6 @@ class EngineVerdict:
     applies: bool
     why: str
     passes: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "runtime": self.runtime, "precision": self.precision,
-                "device": self.device, "applies": self.applies, "why": self.why,
-                "passes": list(self.passes)}
 
 
 def engines_on(hw: HardwareInfo, registry: Mapping[str, PassFactory] | None = None
