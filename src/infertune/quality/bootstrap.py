@@ -10,12 +10,12 @@ fewer resamples (``set_resamples``), which the result states.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from infertune.quality.metrics import Metric, aggregate
+from infertune.serial import Serial
 
 CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 1000
@@ -35,7 +35,7 @@ class Draws:
 
 
 @dataclass
-class MetricValue:
+class MetricValue(Serial):
     """One metric of the variant with its 95% CI, and (against labels) the baseline's score and
     the paired variant-minus-baseline difference with its CI."""
 
@@ -51,13 +51,6 @@ class MetricValue:
     diff_ci_high: float | None = None
     resamples: int = 0
     note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MetricValue:
-        return cls(**data)
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:

@@ -17,10 +17,12 @@ the current set is the same constant (to 1e-6 relative) and "shifted" otherwise.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
+
+from infertune.serial import Serial
 
 DriftVerdict = Literal["stable", "moderate", "shifted"]
 SummaryKind = Literal["continuous", "categorical"]
@@ -29,18 +31,15 @@ _EPS = 1e-4  # floor on bin shares so an empty bin does not make PSI infinite
 
 
 @dataclass(frozen=True)
-class DriftThresholds:
+class DriftThresholds(Serial):
     psi_moderate: float = 0.1
     psi_major: float = 0.25
     ks_alpha: float = 0.01
     bins: int = 10
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
-class SummaryDrift:
+class SummaryDrift(Serial):
     name: str
     kind: SummaryKind
     verdict: DriftVerdict
@@ -49,28 +48,14 @@ class SummaryDrift:
     ks_pvalue: float | None = None
     note: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
-class DriftResult:
+class DriftResult(Serial):
     verdict: DriftVerdict
     summaries: list[SummaryDrift]
     n_reference: int
     n_current: int
     thresholds: DriftThresholds = field(default_factory=DriftThresholds)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "n_reference": self.n_reference,
-                "n_current": self.n_current, "thresholds": self.thresholds.to_dict(),
-                "summaries": [s.to_dict() for s in self.summaries]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DriftResult:
-        return cls(data["verdict"], [SummaryDrift(**s) for s in data["summaries"]],
-                   data["n_reference"], data["n_current"],
-                   DriftThresholds(**data["thresholds"]))
 
 
 def psi(reference: np.ndarray, current: np.ndarray, bins: int = 10) -> float:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from infertune.config import QualityFloor
 from infertune.errors import QualityFloorError
 from infertune.quality.bootstrap import Draws, interval
 from infertune.quality.metrics import Metric, get_metric
+from infertune.serial import Serial
 
 Verdict = Literal["pass", "fail", "inconclusive"]
 FloorKind = Literal["bound", "drop"]
@@ -50,7 +51,7 @@ GRAMMAR = ("METRIC>=X or METRIC<=X (an absolute bound), or 'METRIC drop<=X' / "
 
 
 @dataclass(frozen=True)
-class Floor:
+class Floor(Serial):
     metric: str  # canonical metric name, e.g. "mean_cosine", "ndcg@10"
     kind: FloorKind
     threshold: float  # the bound, or the allowed drop (a fraction when relative)
@@ -62,13 +63,6 @@ class Floor:
             return f"{self.metric}{self.op}{self.threshold:g}"
         amount = f"{self.threshold * 100:g}%" if self.relative else f"{self.threshold:g}"
         return f"{self.metric} drop<={amount}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Floor:
-        return cls(**data)
 
 
 def parse_floor(text: str) -> Floor:
@@ -116,7 +110,7 @@ def _checked(floor: Floor, metric: Metric) -> Floor:
 
 
 @dataclass
-class FloorCheck:
+class FloorCheck(Serial):
     """The verdict of one floor, with the judged quantity and how it was judged."""
 
     floor: Floor
@@ -128,15 +122,6 @@ class FloorCheck:
     method: str  # "paired bootstrap" or "observed extreme"
     explanation: str
     more_examples: int | None = None  # inconclusive: about how many more would likely decide
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["floor"] = self.floor.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FloorCheck:
-        return cls(**{**data, "floor": Floor.from_dict(data["floor"])})
 
 
 def check_floor(floor: Floor, metric: Metric, draws: Draws, n: int,

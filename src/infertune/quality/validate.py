@@ -42,6 +42,7 @@ from infertune.quality.metrics import (
     get_metric,
     normalise_task,
 )
+from infertune.serial import Serial
 
 SCHEMA = "infertune.quality/v1"
 FloorLike = Floor | QualityFloor | str
@@ -49,7 +50,7 @@ Progress = Callable[[int], None]  # called with the number of examples just run
 
 
 @dataclass
-class QualityResult:
+class QualityResult(Serial):
     """Everything ``validate`` found for one variant; what optimize stores as quality.json."""
 
     verdict: Verdict
@@ -65,6 +66,12 @@ class QualityResult:
     resamples: int = DEFAULT_RESAMPLES
     drift: DriftResult | None = None
     notes: list[str] = field(default_factory=list)
+    schema: str = SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.schema != SCHEMA:
+            raise DataError(f"not a quality result (schema {self.schema!r}, "
+                            f"expected {SCHEMA!r})")
 
     def metric(self, name: str) -> MetricValue:
         canonical = get_metric(name).name
@@ -77,26 +84,6 @@ class QualityResult:
         check = self.floor_check
         return f"{self.verdict}: {check.floor.text()} — {check.explanation}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA, "verdict": self.verdict, "floor_check": self.floor_check.to_dict(),
-            "metrics": [m.to_dict() for m in self.metrics], "task": self.task,
-            "n_examples": self.n_examples, "has_labels": self.has_labels,
-            "baseline": self.baseline, "variant": self.variant, "data_source": self.data_source,
-            "seed": self.seed, "resamples": self.resamples,
-            "drift": self.drift.to_dict() if self.drift else None, "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> QualityResult:
-        if data.get("schema") != SCHEMA:
-            raise DataError(f"not a quality result (schema {data.get('schema')!r}, "
-                            f"expected {SCHEMA!r})")
-        fields = {k: v for k, v in data.items() if k != "schema"}
-        fields["floor_check"] = FloorCheck.from_dict(data["floor_check"])
-        fields["metrics"] = [MetricValue.from_dict(m) for m in data["metrics"]]
-        fields["drift"] = DriftResult.from_dict(data["drift"]) if data.get("drift") else None
-        return cls(**fields)
 
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict())
@@ -106,10 +93,14 @@ class QualityResult:
         path = Path(path)
         data = read_json(path, error=DataError,
                          fix="write it again with infertune validate --json or infertune optimize")
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else None
+            raise DataError(f"{path}: not a quality result (schema {found!r}, "
+                            f"expected {SCHEMA!r})")
         try:
             return cls.from_dict(data)
-        except (KeyError, TypeError) as exc:
-            raise DataError(f"{path}: not a readable quality.json ({type(exc).__name__})") from exc
+        except DataError as exc:
+            raise DataError(f"{path}: not a readable quality.json ({exc})") from exc
 
 
 def as_floor(floor: FloorLike) -> Floor:
