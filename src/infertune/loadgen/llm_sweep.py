@@ -16,47 +16,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from infertune.errors import ConfigError
 from infertune.loadgen.result import LAG_WARN_MS
 from infertune.loadgen.streaming_result import StreamingResult
+from infertune.serial import Serial
 
 RunAt = Callable[[float], StreamingResult]
 
 
 @dataclass
-class SweepProbe:
+class SweepProbe(Serial):
     rate: float
     result: StreamingResult
     passed: bool
     why: str  # what decided the verdict, in words
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"rate": self.rate, "passed": self.passed, "why": self.why,
-                "result": self.result.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SweepProbe:
-        return cls(data["rate"], StreamingResult.from_dict(data["result"]), data["passed"],
-                   data["why"])
-
 
 @dataclass
-class SweepResult:
+class SweepResult(Serial):
     probes: list[SweepProbe]
     best_rate: float | None  # highest passing scheduled rate; None when none passed
     stopped: str  # why the sweep ended
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"probes": [p.to_dict() for p in self.probes], "best_rate": self.best_rate,
-                "stopped": self.stopped, "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SweepResult:
-        return cls([SweepProbe.from_dict(p) for p in data["probes"]], data["best_rate"],
-                   data["stopped"], list(data.get("notes", [])))
 
 
 def judge(result: StreamingResult, max_error_share: float,

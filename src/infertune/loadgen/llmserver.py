@@ -212,7 +212,9 @@ class _Timing:
     arrival: float
     writes: list[float] = field(default_factory=list)
 
-    def to_dict(self, queue_ms: float | None) -> dict[str, object]:
+    def figures(self, queue_ms: float | None) -> dict[str, object]:
+        """The ``infertune_timing`` figures of this answer, measured now (not a serialisation:
+        e2e_ms is the time elapsed at the call)."""
         ttft = (self.writes[0] - self.arrival) * 1000.0 if self.writes else None
         return {"ttft_ms": ttft, "queue_ms": queue_ms,
                 "e2e_ms": (time.perf_counter() - self.arrival) * 1000.0,
@@ -326,10 +328,10 @@ class App:
                       else {"index": 0, "text": text, "finish_reason": "length"})
             return web.json_response({"id": rid, "object": kind, "model": MODEL_ID,
                                       "choices": [choice], "usage": counts,
-                                      "infertune_timing": timing.to_dict(queue_ms)})
+                                      "infertune_timing": timing.figures(queue_ms)})
         last: dict[str, object] = {"id": rid, "object": f"{kind}.chunk" if chat else kind,
                                    "model": MODEL_ID, "choices": [],
-                                   "infertune_timing": timing.to_dict(queue_ms)}
+                                   "infertune_timing": timing.figures(queue_ms)}
         if usage:
             last["usage"] = counts
         await _send(response, last)

@@ -13,13 +13,13 @@ Status is a string: an HTTP status code ("200", "429"), or "connection_error", "
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from infertune.loadgen.schedules import ScheduleStats
 from infertune.measure.histogram import LatencyHistogram
 from infertune.measure.summary import LatencySummary
+from infertune.serial import Serial
 
 SHED_STATUSES = frozenset({"429", "503", "504"})
 LAG_WARN_MS = 10.0
@@ -49,23 +49,17 @@ class RequestRecord:
 
 
 @dataclass
-class TimelinePoint:
+class TimelinePoint(Serial):
     second: int
     count: int  # requests intended in this second that succeeded
     p50_ms: float | None
     p99_ms: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"second": self.second, "count": self.count, "p50_ms": self.p50_ms,
-                "p99_ms": self.p99_ms}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TimelinePoint:
-        return cls(**data)
-
 
 @dataclass
-class LoadResult:
+class LoadResult(Serial):
+    """A load test's summary; ``histogram`` is written by LatencyHistogram's own to_dict."""
+
     target: str
     schedule: ScheduleStats
     sent: int
@@ -84,37 +78,6 @@ class LoadResult:
     timeline: list[TimelinePoint]
     warnings: list[str] = field(default_factory=list)
     utilisation: float | None = None  # model workers' busy share, when the target knows it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target, "schedule": self.schedule.to_dict(), "sent": self.sent,
-            "ok": self.ok, "target_rate": self.target_rate, "achieved_rate": self.achieved_rate,
-            "goodput_rps": self.goodput_rps,
-            "latency": self.latency.to_dict() if self.latency is not None else None,
-            "histogram": self.histogram.to_dict(), "client_lag_ms": dict(self.client_lag_ms),
-            "status_counts": dict(self.status_counts), "sheds": self.sheds,
-            "errors": self.errors, "waited_for_slot": self.waited_for_slot,
-            "server_timing_ms": dict(self.server_timing_ms),
-            "timeline": [p.to_dict() for p in self.timeline], "warnings": list(self.warnings),
-            "utilisation": self.utilisation,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoadResult:
-        latency = data.get("latency")
-        return cls(
-            target=data["target"], schedule=ScheduleStats.from_dict(data["schedule"]),
-            sent=data["sent"], ok=data["ok"], target_rate=data["target_rate"],
-            achieved_rate=data["achieved_rate"], goodput_rps=data["goodput_rps"],
-            latency=LatencySummary.from_dict(latency) if latency is not None else None,
-            histogram=LatencyHistogram.from_dict(data["histogram"]),
-            client_lag_ms=dict(data["client_lag_ms"]),
-            status_counts=dict(data["status_counts"]), sheds=data["sheds"],
-            errors=data["errors"], waited_for_slot=data["waited_for_slot"],
-            server_timing_ms=dict(data["server_timing_ms"]),
-            timeline=[TimelinePoint.from_dict(p) for p in data["timeline"]],
-            warnings=list(data.get("warnings", [])), utilisation=data.get("utilisation"),
-        )
 
 
 def summarise(target: str, records: list[RequestRecord], schedule: ScheduleStats,

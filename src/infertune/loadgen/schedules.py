@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,11 @@ import numpy as np
 from infertune.durations import parse_duration as parse_duration  # re-exported for loadgen callers
 from infertune.errors import ConfigError, DataError
 from infertune.jsonfile import read_jsonl
+from infertune.serial import Serial
 
 
 @dataclass(frozen=True)
-class ScheduleSpec:
+class ScheduleSpec(Serial):
     """What a user asks for; checked when built (rate and lengths must be positive)."""
 
     shape: str = "poisson"
@@ -62,33 +63,14 @@ class ScheduleSpec:
         if self.peak_rate is not None and not self.peak_rate > 0:
             raise ConfigError(f"peak rate must be > 0, got {self.peak_rate}; pass --peak-rate")
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["trace"] = str(self.trace) if self.trace is not None else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScheduleSpec:
-        data = dict(data)
-        if data.get("trace") is not None:
-            data["trace"] = Path(data["trace"])
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class ScheduleStats:
+class ScheduleStats(Serial):
     count: int
     duration_s: float
     mean_rate: float  # count / duration
     peak_1s_rate: float  # most arrivals in any 1-second window (sliding)
     gap_scv: float  # squared coefficient of variation of inter-arrival gaps
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScheduleStats:
-        return cls(**data)
 
 
 @dataclass(frozen=True)

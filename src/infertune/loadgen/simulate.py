@@ -40,13 +40,14 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from infertune.config import ServePolicy
 from infertune.loadgen.schedules import Schedule
+from infertune.serial import Serial
 from infertune.serve.batch_shape import BatchShape, PaddingCost
 
 
@@ -96,7 +97,11 @@ class EmpiricalServiceTime:
 
 
 @dataclass
-class SimResult:
+class SimResult(Serial):
+    """One simulated policy; the reject and shed rates are written beside the counts."""
+
+    DERIVED = ("reject_rate", "shed_rate")
+
     policy: dict[str, Any]
     requests: int
     completed: int
@@ -120,16 +125,6 @@ class SimResult:
     @property
     def shed_rate(self) -> float:
         return self.shed / self.requests if self.requests else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["reject_rate"], data["shed_rate"] = self.reject_rate, self.shed_rate
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SimResult:
-        data = {k: v for k, v in data.items() if k not in ("reject_rate", "shed_rate")}
-        return cls(**data)
 
 
 def simulate(arrivals: Schedule | np.ndarray | Sequence[float], service: ServiceTime,

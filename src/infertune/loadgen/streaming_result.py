@@ -20,7 +20,7 @@ definition of goodput, Zhong et al., OSDI 2024).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -28,6 +28,7 @@ import numpy as np
 from infertune.errors import ConfigError
 from infertune.loadgen.result import LoadResult, is_ok
 from infertune.measure.summary import LatencySummary, percentile_key
+from infertune.serial import Serial
 
 Metric = Literal["ttft", "itl", "tpot", "e2e"]
 TokenSource = Literal["usage", "tokenizer", "approximate"]
@@ -37,7 +38,7 @@ N_BOOT = 200
 
 
 @dataclass(frozen=True)
-class TokenSLO:
+class TokenSLO(Serial):
     """One token-level target: ``metric`` at ``percentile`` at or below ``limit_ms``."""
 
     metric: Metric
@@ -47,13 +48,6 @@ class TokenSLO:
     @property
     def key(self) -> str:
         return f"{self.metric}_{percentile_key(self.percentile)}_ms"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TokenSLO:
-        return cls(**data)
 
 
 def parse_slos(text: str) -> list[TokenSLO]:
@@ -90,7 +84,7 @@ def parse_slos(text: str) -> list[TokenSLO]:
 
 
 @dataclass
-class StreamRecord:
+class StreamRecord(Serial):
     """One streamed request. Offsets are seconds from the start of the test."""
 
     index: int
@@ -144,13 +138,6 @@ class StreamRecord:
             return False
         return all((v := self.value(s)) is None or v <= s.limit_ms for s in slos)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StreamRecord:
-        return cls(**data)
-
 
 def per_request(r: StreamRecord) -> dict[str, Any]:
     """One request's figures in ms (to the microsecond) for a results file; offsets in s."""
@@ -165,39 +152,27 @@ def per_request(r: StreamRecord) -> dict[str, Any]:
 
 
 @dataclass
-class SloVerdict:
+class SloVerdict(Serial):
     slo: TokenSLO
     measured_ms: float | None  # the run's percentile; None when nothing was measured
     met: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"slo": self.slo.to_dict(), "measured_ms": self.measured_ms, "met": self.met}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SloVerdict:
-        return cls(TokenSLO.from_dict(data["slo"]), data["measured_ms"], data["met"])
-
 
 @dataclass
-class TokenCounts:
+class TokenCounts(Serial):
     total: int
     mean: float
     min: int
     max: int
     source: TokenSource  # "approximate": content events counted, no usage, no tokenizer
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TokenCounts:
-        return cls(**data)
-
 
 @dataclass
-class StreamingResult:
+class StreamingResult(Serial):
     """A streaming run: the request-level LoadResult (e2e latency, client lag, statuses) plus
-    the token-level figures."""
+    the token-level figures; ``meets_slos`` is written beside them (ignored on reading)."""
+
+    DERIVED = ("meets_slos",)
 
     api: str
     load: LoadResult
@@ -216,40 +191,6 @@ class StreamingResult:
     @property
     def meets_slos(self) -> bool | None:
         return all(v.met for v in self.slos) if self.slos else None
-
-    def to_dict(self) -> dict[str, Any]:
-        def opt(s: LatencySummary | None) -> dict[str, Any] | None:
-            return s.to_dict() if s is not None else None
-
-        return {
-            "api": self.api, "load": self.load.to_dict(), "ttft": opt(self.ttft),
-            "itl": opt(self.itl), "tpot": opt(self.tpot),
-            "output_tokens": self.output_tokens.to_dict() if self.output_tokens else None,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "requests_per_s": self.requests_per_s, "slos": [v.to_dict() for v in self.slos],
-            "goodput_rps": self.goodput_rps, "goodput_share": self.goodput_share,
-            "meets_slos": self.meets_slos, "warnings": list(self.warnings),
-            "prompt_tokens": self.prompt_tokens.to_dict() if self.prompt_tokens else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StreamingResult:
-        def opt(d: dict[str, Any] | None) -> LatencySummary | None:
-            return LatencySummary.from_dict(d) if d is not None else None
-
-        counts = data.get("output_tokens")
-        prompts = data.get("prompt_tokens")
-        return cls(
-            api=data["api"], load=LoadResult.from_dict(data["load"]), ttft=opt(data["ttft"]),
-            itl=opt(data["itl"]), tpot=opt(data["tpot"]),
-            output_tokens=TokenCounts.from_dict(counts) if counts else None,
-            output_tokens_per_s=data["output_tokens_per_s"],
-            requests_per_s=data["requests_per_s"],
-            slos=[SloVerdict.from_dict(v) for v in data["slos"]],
-            goodput_rps=data["goodput_rps"], goodput_share=data["goodput_share"],
-            warnings=list(data.get("warnings", [])),
-            prompt_tokens=TokenCounts.from_dict(prompts) if prompts else None,
-        )
 
 
 def summarise_streams(api: str, load: LoadResult, records: list[StreamRecord],
