@@ -14,10 +14,12 @@ preprocessing and postprocessing stay exactly those of the baseline.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
+
+from infertune.serial import Serial
 
 ModelInputs = dict[str, np.ndarray]
 Runtime = Literal["torch", "onnxruntime", "openvino"]
@@ -25,7 +27,7 @@ Kind = Literal["text", "tensor"]
 
 
 @dataclass
-class ModelInfo:
+class ModelInfo(Serial):
     """What a model is, independent of how it is run."""
 
     id: str  # a short name: "minilm", a file stem, or a variant id
@@ -39,13 +41,6 @@ class ModelInfo:
     max_length: int | None = None  # text models: the tokenizer's truncation length
     max_position: int | None = None  # text models: the model's position limit
     tokenizer_dir: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelInfo:
-        return cls(**data)
 
 
 @runtime_checkable

@@ -33,6 +33,7 @@ from infertune.errors import ModelLoadError
 from infertune.hardware import GpuInfo, HardwareInfo
 from infertune.models.base import ModelInputs
 from infertune.models.runners import OrtRunner, ort_session
+from infertune.serial import Serial
 
 GpuProvider = Literal["cuda", "tensorrt"]
 PROVIDER_NAMES: dict[str, str] = {"cuda": "CUDAExecutionProvider",
@@ -46,7 +47,7 @@ GPU_EXTRA_HINT = ("pip install -c constraints.txt 'infertune[gpu]' (onnxruntime-
 
 
 @dataclass
-class TrtProfile:
+class TrtProfile(Serial):
     """One TensorRT optimization profile: shapes per input name, batch axis first."""
 
     min_shapes: dict[str, list[int]]
@@ -71,7 +72,7 @@ class TrtProfile:
 
 
 @dataclass
-class OrtGpuSettings:
+class OrtGpuSettings(Serial):
     """How an onnxruntime variant runs on the GPU (the manifest's ``gpu`` field)."""
 
     provider: GpuProvider = "cuda"
@@ -82,13 +83,6 @@ class OrtGpuSettings:
     fp16: bool = True  # tensorrt: trt_fp16_enable (the graph stays fp32; TensorRT picks fp16)
     engine_cache: bool = True  # tensorrt: engines kept in default_trt_cache_dir()
     profile: TrtProfile | None = None  # tensorrt: the one shape profile
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OrtGpuSettings:
-        data = dict(data)
-        if data.get("profile") is not None:
-            data["profile"] = TrtProfile(**data["profile"])
-        return cls(**data)
 
 
 def default_trt_cache_dir() -> Path:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from infertune.errors import ModelLoadError
+from infertune.errors import DataError, ModelLoadError
 from infertune.jsonfile import read_json
 from infertune.models.base import Adapter, ModelInfo
 from infertune.models.gpu import OrtGpuRunner, OrtGpuSettings
@@ -34,6 +34,7 @@ from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, default
 from infertune.models.runners import OrtRunner, TorchRunner, hf_call
 from infertune.models.tensor import onnx_tensor_adapter
 from infertune.models.text import TextAdapter, TextPreprocess
+from infertune.serial import Serial
 
 SCHEMA = "infertune.variant/v1"
 MANIFEST = "manifest.json"
@@ -41,20 +42,20 @@ GraphLevel = Literal["disabled", "basic", "extended", "all"]
 
 
 @dataclass
-class PassRecord:
+class PassRecord(Serial):
     name: str
     settings: dict[str, Any] = field(default_factory=dict)  # JSON values, as the pass ran
 
 
 @dataclass
-class InputSpec:
+class InputSpec(Serial):
     name: str
     dtype: str
     dynamic_axes: dict[str, str] = field(default_factory=dict)  # axis index -> name
 
 
 @dataclass
-class ThreadSettings:
+class ThreadSettings(Serial):
     """onnxruntime session settings; 0 threads means "let the runtime decide"."""
 
     intra_op: int = 0
@@ -67,7 +68,7 @@ class ThreadSettings:
 
 
 @dataclass
-class Preprocessing:
+class Preprocessing(Serial):
     tokenizer_dir: str | None = None  # relative to the variant folder
     max_length: int | None = None
     padding: Literal["longest", "max_length", "bucket"] = "longest"
@@ -77,7 +78,7 @@ class Preprocessing:
 
 
 @dataclass
-class TorchRecipe:
+class TorchRecipe(Serial):
     """How a torch variant is rebuilt from hf/ at load: all steps are code, not pickles."""
 
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -92,7 +93,7 @@ class TorchRecipe:
 
 
 @dataclass
-class Agreement:
+class Agreement(Serial):
     """Numeric agreement of this variant's final outputs with the baseline's, per input row."""
 
     n_samples: int
@@ -101,22 +102,15 @@ class Agreement:
     min_cosine: float
     output_shape: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Agreement:
-        return cls(**data)
-
 
 @dataclass
-class Fp32Layer:
+class Fp32Layer(Serial):
     name: str
     reason: str
 
 
 @dataclass
-class Manifest:
+class Manifest(Serial):
     id: str
     runtime: Literal["torch", "onnxruntime", "openvino"]
     precision: str
@@ -142,9 +136,6 @@ class Manifest:
     files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     schema: str = SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     def on_gpu(self) -> bool:
         """Whether this variant runs on an NVIDIA GPU (onnxruntime CUDA/TensorRT, torch cuda)."""
         return self.gpu is not None or (self.recipe is not None
@@ -158,25 +149,6 @@ class Manifest:
                 return (str(settings.get("activation_type", "uint8")),
                         str(settings["weight_type"]), bool(settings["reduce_range"]))
         return None
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Manifest:
-        data = dict(data)
-        data.pop("manifest_sha256", None)
-        data["passes"] = [PassRecord(**p) for p in data.get("passes", [])]
-        data["inputs"] = [InputSpec(**i) for i in data.get("inputs", [])]
-        data["threads"] = ThreadSettings(**data.get("threads", {}))
-        data["preprocessing"] = Preprocessing(**data.get("preprocessing", {}))
-        if data.get("recipe") is not None:
-            data["recipe"] = TorchRecipe(**data["recipe"])
-        if data.get("openvino") is not None:
-            data["openvino"] = OpenVinoSettings(**data["openvino"])
-        if data.get("gpu") is not None:
-            data["gpu"] = OrtGpuSettings.from_dict(data["gpu"])
-        if data.get("agreement") is not None:
-            data["agreement"] = Agreement.from_dict(data["agreement"])
-        data["fp32_layers"] = [Fp32Layer(**f) for f in data.get("fp32_layers", [])]
-        return cls(**data)
 
 
 def sha256_file(path: Path) -> str:
@@ -205,7 +177,7 @@ def read_manifest(folder: Path, *, verify: bool = True) -> Manifest:
                              "rebuild the variant instead of editing it")
     try:
         manifest = Manifest.from_dict(data)
-    except (TypeError, KeyError) as exc:
+    except (TypeError, KeyError, DataError) as exc:
         raise ModelLoadError(f"{path}: malformed manifest ({exc}); rebuild the variant") from exc
     if verify:
         verify_files(Path(folder), manifest)
