@@ -13,12 +13,14 @@ import math
 import os
 import platform
 import shutil
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from infertune.errors import ConfigError
+from infertune.errors import ConfigError, DataError
+from infertune.serial import Serial
 
 SCHEMA = "infertune.hardware/v1"
 
@@ -34,22 +36,17 @@ _NO_LIMIT_BYTES = 1 << 60  # cgroup v1 writes "no limit" as a number near 2**63
 
 
 @dataclass
-class GpuInfo:
+class GpuInfo(Serial):
     name: str
     memory_gb: float
     driver: str
     compute_capability: str | None = None  # "8.0"; None when the driver did not say
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GpuInfo:
-        return cls(**data)
-
 
 @dataclass
-class HardwareInfo:
+class HardwareInfo(Serial):
+    DERIVED = ("schema", "applicability")  # the verdicts are recomputed on read
+
     cpu_model: str
     logical_cores: int  # CPUs this process may run on (sched_getaffinity)
     cpu_quota: float | None = None  # cgroup CPU quota in CPUs; None when unlimited
@@ -71,13 +68,18 @@ class HardwareInfo:
     def has(self, flag: str) -> bool:
         return flag in self.flags
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {"schema": SCHEMA, **asdict(self)}
-        data["applicability"] = [a.to_dict() for a in applicability(self)]
-        return data
+    @property
+    def schema(self) -> str:
+        return SCHEMA
 
+    @property
+    def applicability(self) -> list[Applicability]:
+        return applicability(self)
+
+    # why hand-written: hardware.json is also written by hand (advise simulates other machines),
+    # so unknown fields and wrong types are refused with a ConfigError, not ignored
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HardwareInfo:
+    def from_dict(cls, data: Mapping[str, Any]) -> HardwareInfo:
         data = dict(data)
         schema = data.pop("schema", SCHEMA)
         if schema != SCHEMA:
@@ -95,24 +97,17 @@ class HardwareInfo:
         try:
             data["gpus"] = [GpuInfo.from_dict(g) for g in data.get("gpus", [])]
             return cls(**data)
-        except TypeError as exc:  # a missing required field or a bad GPU entry
+        except (TypeError, DataError) as exc:  # a missing required field or a bad GPU entry
             raise ConfigError(
                 f"hardware: {exc}; see `infertune doctor --json` for the schema"
             ) from exc
 
 
 @dataclass
-class Applicability:
+class Applicability(Serial):
     family: str
     applicable: bool
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Applicability:
-        return cls(**data)
 
 
 FAMILIES = ("onnxruntime-fusion", "int8-dynamic", "int8-static", "bf16", "fp16",
