@@ -42,6 +42,7 @@ from infertune.optimize.search import Candidate, Skipped
 from infertune.optimize.serving import Contention, Validation
 from infertune.optimize.sweep import SweepResult
 from infertune.quality import Floor, floor_from_config, parse_floor
+from infertune.serial import Serial
 
 DEFAULT_BUDGET_S = 330.0  # 5.5 minutes: the demo must finish in < 6 on 2 cores
 QUICK_BUDGET_S = 90.0
@@ -118,7 +119,7 @@ class OptimizeOptions:
 
 
 @dataclass
-class BuiltVariant:
+class BuiltVariant(Serial):
     variant_id: str
     path: Path | None
     title: str
@@ -129,18 +130,11 @@ class BuiltVariant:
 
 
 @dataclass(frozen=True)
-class LoadCurve:
+class LoadCurve(Serial):
     """p99 against offered load for one serving policy, from the queueing simulator."""
 
     policy_id: str
     points: list[tuple[float, float]]  # (requests/s, p99 ms)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"policy_id": self.policy_id, "points": [list(p) for p in self.points]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoadCurve:
-        return cls(data["policy_id"], [(float(x), float(y)) for x, y in data["points"]])
 
 
 

@@ -28,6 +28,7 @@ from infertune.models.variant import (
     read_manifest,
     sha256_file,
 )
+from infertune.serial import Serial
 
 LIBRARIES = ("torch", "onnxruntime", "onnx", "transformers", "torchao", "numpy")
 
@@ -52,31 +53,19 @@ class Variant:
 
 
 @dataclass
-class VariantResult:
+class VariantResult(Serial):
     """What one pass produced: a built variant, or the reason it was skipped."""
 
     pass_name: str
     status: Literal["built", "skipped"]
     reason: str | None = None
     path: str | None = None
+    seconds: float = 0.0  # before manifest: the order run files have always had
     manifest: Manifest | None = None
-    seconds: float = 0.0
 
     @property
     def built(self) -> bool:
         return self.status == "built"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pass_name": self.pass_name, "status": self.status, "reason": self.reason,
-                "path": self.path, "seconds": self.seconds,
-                "manifest": self.manifest.to_dict() if self.manifest else None}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VariantResult:
-        data = dict(data)
-        if data.get("manifest") is not None:
-            data["manifest"] = Manifest.from_dict(data["manifest"])
-        return cls(**data)
 
 
 def fresh_dir(out_dir: Path, variant_id: str) -> Path:

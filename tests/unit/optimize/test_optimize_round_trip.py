@@ -7,14 +7,11 @@ same, key for key and in the same order."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 from round_trip_samples import samples
-
-from infertune.optimize.state import BuiltVariant
 
 ROOT = Path("/runs/r")
 OLD: dict[str, Any] = json.loads((Path(__file__).parent / "round_trip_old_dicts.json")
@@ -24,15 +21,10 @@ WRITE_ONLY = {"EngineVerdict"}  # doctor prints it; nothing reads it back
 
 
 def written(sample: Any) -> Any:
-    if isinstance(sample, BuiltVariant) and not hasattr(sample, "to_dict"):
-        # before Serial, RunRecord.to_dict wrote each BuiltVariant itself
-        return {**asdict(sample), "path": str(sample.path) if sample.path else None}
     return sample.to_dict()
 
 
 def read(cls: Any, data: Any) -> Any:
-    if cls is BuiltVariant and not hasattr(cls, "from_dict"):
-        return BuiltVariant(**{**data, "path": Path(data["path"]) if data["path"] else None})
     return cls.from_dict(data)
 
 
