@@ -30,6 +30,7 @@ from infertune.models.base import Adapter
 from infertune.optimize.passes.registry import PassFactory, as_registry
 from infertune.optimize.quickcheck import CheckVariants, VariantCheck
 from infertune.report.schema import (
+    IN_PROCESS_ARTIFACT,
     DiagnosisItem,
     Figure,
     Option,
@@ -140,7 +141,8 @@ def _impact_figures(result: VariantCheck, where: str) -> dict[str, Figure]:
                 f"{cmp.trials} trials, {int(est.confidence * 100)} % CI {ci}, {verdict}"
                 f"{quality}")
         figures[key] = Figure.measured(round((est.ratio - 1) * 100, 1) + 0.0,
-                                       f"% change in {key}", where, cmp.stats.n_b, what=what)
+                                       f"% change in {key}", where, cmp.stats.n_b, what=what,
+                                       artifact=IN_PROCESS_ARTIFACT)
     return figures
 
 
@@ -169,7 +171,8 @@ def _inputs(adapter: Adapter, model_ref: str) -> Sequence[Any]:
 def _apply(report: Report, stages: StageReport, e2e: np.ndarray, n: int, where: str,
            what: str, options_text: str) -> Report:
     def measured(value: float, label: str) -> Figure:
-        return Figure.measured(round(value, 3), "ms", where, n, what=f"{label}, {what}")
+        return Figure.measured(round(value, 3), "ms", where, n, what=f"{label}, {what}",
+                               artifact=IN_PROCESS_ARTIFACT)
 
     items = [DiagnosisItem(
         stage=STAGE_NAMES.get(name, name), likelihood=stage_likelihood(stages, name),
@@ -192,7 +195,8 @@ def _apply(report: Report, stages: StageReport, e2e: np.ndarray, n: int, where: 
     idx = np.linspace(0, len(ordered) - 1, min(CDF_POINTS, len(ordered))).astype(int)
     cdf = Series(label="baseline (measured here)", x_unit="ms", y_unit="fraction",
                  points=[(float(ordered[i]), (i + 1) / len(ordered)) for i in idx],
-                 source="measured", basis=f"measured on {where} with {n} samples, {what}")
+                 source="measured", basis=f"measured on {where} with {n} samples, {what}",
+                 artifact=IN_PROCESS_ARTIFACT)
     group = StageGroup(label="baseline, typical request", stages=[
         StageTime(stage=name, time=measured(stages.stage_ms(name, tail=False), f"mean {name}"))
         for name in STAGE_NAMES if name in stages.share_p50])

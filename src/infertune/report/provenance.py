@@ -1,8 +1,9 @@
 """The provenance rule as a reusable check: every number in a report sits inside a Figure (or a
 Series) whose ``source`` is "measured" or "estimate" and whose ``basis`` says where it comes from.
-A Figure labelled measured carries its sample count, and the check follows its derivations
-(``inputs``): one computed from an estimate is an estimate, and a "measured" label on it is
-reported.
+A Figure labelled measured carries its sample count and names the artifact that measured it (a
+path relative to the run folder, e.g. "profile.json", or the one label `advise --measure` uses:
+it saves no file), and the check follows its derivations (``inputs``): one computed from an
+estimate is an estimate, and a "measured" label on it is reported.
 
 Numbers under a ``settings`` key are exempt: they are configuration we chose (a serving policy's
 max batch size), not results. Booleans are not numbers here.
@@ -11,6 +12,8 @@ max batch size), not results. Booleans are not numbers here.
 from __future__ import annotations
 
 from typing import Any
+
+from infertune.report.schema import IN_PROCESS_ARTIFACT
 
 SOURCES = ("measured", "estimate")
 # "policy": Report.serving.policy knobs; "targets": the SLO as the user stated it
@@ -48,13 +51,34 @@ def _derived_estimates(node: dict[str, Any], path: str) -> list[str]:
     return out
 
 
+def artifact_problem(artifact: object) -> str | None:
+    """Why ``artifact`` does not name where a figure was measured, or None when it does: a
+    relative path inside the run folder ("variants/int8/latency.json"), or the in-process
+    label of `advise --measure`."""
+    if not isinstance(artifact, str) or not artifact.strip():
+        return "labelled measured without the artifact that measured it"
+    if artifact == IN_PROCESS_ARTIFACT:
+        return None
+    # no absolute path, URL, drive, Windows separator, blank, "." or ".." segment
+    segments = artifact.split("/")
+    if ("\\" in artifact or ":" in artifact or any(ch.isspace() for ch in artifact)
+            or any(seg in ("", ".", "..") for seg in segments)):
+        return (f"artifact {artifact!r} is not a path relative to the run folder (like "
+                "'variants/<id>/latency.json')")
+    return None
+
+
 def _check_measured(node: dict[str, Any], path: str, problems: list[str]) -> None:
-    """A figure labelled measured carries its sample count and derives from no estimate: a
-    value computed from an estimate is an estimate, whatever else went into it."""
+    """A figure labelled measured carries its sample count, names the artifact that measured
+    it and derives from no estimate: a value computed from an estimate is an estimate, whatever
+    else went into it."""
     if node.get("source") != "measured":
         return
     if "unit" in node and not node.get("samples"):  # a Figure (a Series holds its points)
         problems.append(f"{path}: labelled measured without a sample count")
+    wrong = artifact_problem(node.get("artifact"))
+    if wrong is not None:
+        problems.append(f"{path}: {wrong}")
     for where in _derived_estimates(node, path):
         problems.append(f"{path}: labelled measured but derived from the estimate at {where}; "
                         "label it an estimate")

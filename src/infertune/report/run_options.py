@@ -17,6 +17,7 @@ from infertune.optimize.choice import Rating, variant_effort, variant_risk
 from infertune.optimize.inputs import CacheEstimate, TimedOption
 from infertune.optimize.search import Candidate
 from infertune.optimize.sweep import SweepResult
+from infertune.report.artifacts import RUN_JSON
 from infertune.report.schema import Figure, Impact, Option, Rated
 
 # the knowledge entries only a run can name (measured-elsewhere options), kept beside the
@@ -40,31 +41,43 @@ def rated(rating: Rating) -> Rated:
     return Rated(level=rating.level, reason=rating.reason)
 
 
-def latency_impact(cand: Candidate, hardware: str) -> Impact:
+def latency_impact(cand: Candidate, hardware: str, artifact: str) -> Impact:
+    """The variant's percent changes against the baseline, each derived from the two measured
+    percentiles (its ``inputs``) of the interleaved A/B saved in ``artifact``."""
     t = cand.best_timing
     assert t is not None
     what = (f"{t.kind} interleaved A/B against the baseline ({t.where}), batch 1, "
             "held-out inputs")
 
-    def fig(ratio: float, ci: tuple[float, float] | None = None) -> Figure:
-        return Figure.measured(pct(ratio), "% change", hardware, t.samples, what=what)
+    def ms(value: float, side: str) -> Figure:
+        return Figure.measured(round(value, 3), "ms", hardware, t.samples,
+                               what=f"{side} side of the {what}", artifact=artifact)
 
+    sides = {k: (ms(getattr(t, f"{k}_ms"), "variant"), ms(getattr(t, f"base_{k}_ms"), "baseline"))
+             for k in ("p50", "p95", "p99")}
+
+    def fig(ratio: float, key: str, what_else: str = "") -> Figure:
+        return Figure.measured(pct(ratio), "% change", hardware, t.samples,
+                               what=what_else + what, artifact=artifact,
+                               inputs=list(sides[key]))
+
+    p50 = fig(t.ratio_p50, "p50")
     cost = Figure(value=pct(t.ratio_p50), unit="% change in cost per request",
                   source="estimate", basis=f"cost per request on a busy instance scales with the "
                   f"service time; ratio of p50s from the {what} measured on {hardware} with "
-                  f"{t.samples} samples")
-    return Impact(p50=fig(t.ratio_p50), p95=fig(t.ratio_p95),
-                  p99=fig(t.p99_ms / t.base_p99_ms if t.base_p99_ms else 1.0), cost=cost,
-                  throughput=Figure.measured(pct(t.base_p50_ms / t.p50_ms), "% change",
-                                             hardware, t.samples,
-                                             what="single-worker requests/s from p50, " + what))
+                  f"{t.samples} samples", inputs=[p50])
+    return Impact(p50=p50, p95=fig(t.ratio_p95, "p95"),
+                  p99=fig(t.p99_ms / t.base_p99_ms if t.base_p99_ms else 1.0, "p99"), cost=cost,
+                  throughput=fig(t.base_p50_ms / t.p50_ms, "p50",
+                                 "single-worker requests/s from p50, "))
 
 
 def variant_option(cand: Candidate, manifest: dict[str, Any], margin: float | None,
-                   hardware: str, floor_text: str) -> Option:
+                   hardware: str, floor_text: str, artifact: str) -> Option:
+    """``artifact``: where the variant's interleaved A/B was saved (report/artifacts.py)."""
     return Option(
         id=f"variant-{cand.variant_id}", title=f"Serve variant {cand.variant_id}: {cand.title}",
-        category="variant", impact=latency_impact(cand, hardware),
+        category="variant", impact=latency_impact(cand, hardware, artifact),
         effort=rated(variant_effort(manifest)),
         risk=rated(variant_risk(cand, margin, manifest)),
         verify=(f"re-run `infertune compare` of the baseline and variants/{cand.variant_id} on "
@@ -112,9 +125,7 @@ def policy_option(sweep: SweepResult, hardware: str, validated: bool) -> Option 
 def timed_option(option_id: str, title: str, timed: TimedOption, hardware: str, effort: Rated,
                  risk: Rated, verify: str) -> Option:
     what = f"interleaved A/B ({timed.a_label} vs {timed.b_label})"
-    p95 = Figure.measured(pct(timed.ratio_p95), "% change", hardware, timed.samples, what=what)
-    p50 = Figure.measured(pct(timed.b_p50_ms / timed.a_p50_ms), "% change", hardware,
-                          timed.samples, what=what)
+    p95, p50 = _timed_changes(timed, hardware, what)
     return Option(id=option_id, title=title, category="inputs", impact=Impact(p50=p50, p95=p95),
                   effort=effort, risk=risk, verify=verify, invalidated_by="a change in the "
                   "input length distribution", source="measured",
@@ -129,8 +140,8 @@ def bucketing_option(timed: TimedOption, hardware: str) -> Option:
     less than a call of its own (serve/batch_shape.py). As served the gain lies between none
     and the offline figure, so that range is the impact (ranked on its middle)."""
     what = f"interleaved A/B ({timed.a_label} vs {timed.b_label})"
-    bound = {k: Figure.measured(pct(r), "% change", hardware, timed.samples, what=what)
-             for k, r in (("p95", timed.ratio_p95), ("p50", timed.b_p50_ms / timed.a_p50_ms))}
+    p95, p50 = _timed_changes(timed, hardware, what)
+    bound = {"p95": p95, "p50": p50}
     basis = ("estimate: between no change and the upper bound measured offline on "
              f"{hardware} ({timed.samples} batches a side, the whole held-out set sorted by "
              "length before batching); serve already groups requests by padding cost, so the "
@@ -147,6 +158,24 @@ def bucketing_option(timed: TimedOption, hardware: str) -> Option:
                   invalidated_by="a change in the input length distribution", source="estimate",
                   applicability=timed.detail + "; an upper bound: serve already groups "
                   "batched requests by padding cost")
+
+
+def _timed_changes(timed: TimedOption, hardware: str, what: str) -> tuple[Figure, Figure]:
+    """The p95 and p50 changes of an input option's A/B, each derived from the two measured
+    percentiles. The input options' timings are saved only in run.json (input_options)."""
+    def ms(value: float, label: str, key: str) -> Figure:
+        return Figure.measured(round(value, 3), "ms", hardware, timed.samples,
+                               what=f"{key} of {label}, {what}", artifact=RUN_JSON)
+
+    p95_sides = [ms(timed.b_p95_ms, timed.b_label, "p95"), ms(timed.a_p95_ms, timed.a_label,
+                                                              "p95")]
+    p50_sides = [ms(timed.b_p50_ms, timed.b_label, "p50"), ms(timed.a_p50_ms, timed.a_label,
+                                                              "p50")]
+    p95 = Figure.measured(pct(timed.ratio_p95), "% change", hardware, timed.samples, what=what,
+                          artifact=RUN_JSON, inputs=p95_sides)
+    p50 = Figure.measured(pct(timed.b_p50_ms / timed.a_p50_ms), "% change", hardware,
+                          timed.samples, what=what, artifact=RUN_JSON, inputs=p50_sides)
+    return p95, p50
 
 
 def cache_option(cache: CacheEstimate, model_ms: float | None) -> Option | None:

@@ -16,6 +16,7 @@ from infertune.optimize.choice import measured_inside_slo
 from infertune.optimize.record import RunRecord
 from infertune.optimize.serving import traffic_assumption
 from infertune.optimize.state import RunPaths, floor_for
+from infertune.report.artifacts import PROFILE, quality_artifact, timing_artifact
 from infertune.report.build import Findings, Library, RunSections, Subject, build_report
 from infertune.report.knowledge import default_dir, load_knowledge
 from infertune.report.plots import render_plots
@@ -57,21 +58,25 @@ def plots(run: RunRecord) -> PlotData:
             continue
         basis = (f"{t.kind} interleaved A/B ({t.where}) measured on {hw} with "
                  f"{t.samples} samples")
+        timed = timing_artifact(run, c.variant_id)
         if not seen_base:
             data.latency_cdf.append(Series(
                 label="baseline", x_unit="ms", y_unit="fraction of requests", source="measured",
-                basis=basis, points=[(t.base_p50_ms, 0.5), (t.base_p95_ms, 0.95),
-                                     (t.base_p99_ms, 0.99)]))
+                basis=basis, artifact=timed, points=[(t.base_p50_ms, 0.5), (t.base_p95_ms, 0.95),
+                                                     (t.base_p99_ms, 0.99)]))
             seen_base = True
         data.latency_cdf.append(Series(
             label=c.variant_id, x_unit="ms", y_unit="fraction of requests", source="measured",
-            basis=basis, points=[(t.p50_ms, 0.5), (t.p95_ms, 0.95), (t.p99_ms, 0.99)]))
+            basis=basis, artifact=timed,
+            points=[(t.p50_ms, 0.5), (t.p95_ms, 0.95), (t.p99_ms, 0.99)]))
         if c.quality_value is not None:
             data.quality_vs_speed.append(QualitySpeedPoint(
                 label=c.variant_id,
-                speed=Figure.measured(round(t.speedup_p95, 3), "x faster at p95", hw, t.samples),
+                speed=Figure.measured(round(t.speedup_p95, 3), "x faster at p95", hw, t.samples,
+                                      artifact=timed),
                 quality=Figure.measured(round(c.quality_value, 5), "", hw,
-                                        run.quality_count, what="held-out quality")))
+                                        run.quality_count, what="held-out quality",
+                                        artifact=quality_artifact(run, c.variant_id))))
     _mark_front(data.quality_vs_speed)
     data.latency_cdf = data.latency_cdf[:7]
     if run.profile is not None:
@@ -80,7 +85,7 @@ def plots(run: RunRecord) -> PlotData:
         for label, tail in (("typical request (p40-p60)", False), ("slowest 1%", True)):
             data.stage_breakdown.append(StageGroup(label=label, stages=[
                 StageTime(stage=s, time=Figure.measured(round(st.stage_ms(s, tail=tail), 3),
-                                                        "ms", hw, n))
+                                                        "ms", hw, n, artifact=PROFILE))
                 for s in ("preprocess", "forward", "postprocess", "overhead")]))
     data.p99_vs_load = load_series(run)
     return data
@@ -201,7 +206,8 @@ def _baseline(run: RunRecord) -> dict[str, Figure]:
     e2e = run.profile.stages.summaries["e2e"]
     hw = run.hardware_label or "this machine"
     return {k: Figure.measured(float(f"{e2e.p(float(k[1:])):.3g}"), "ms", hw, e2e.count,
-                               what="baseline end to end at batch 1, unloaded")
+                               what="baseline end to end at batch 1, unloaded",
+                               artifact=PROFILE)
             for k in ("p50", "p95", "p99")}
 
 

@@ -90,7 +90,7 @@ def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
             n = max(1, math.ceil(sw.peak_rps / best.goodput_rps - 1e-9))
             out.instances_at_peak = Figure(value=n, unit="instances", source="estimate", basis=(
                 f"ceil(peak {sw.peak_rps:g} req/s / {best.goodput_rps:.3g} req/s per "
-                f"instance, {goodput.source})"))
+                f"instance, {goodput.source})"), inputs=[f for f in (out.peak,) if f])
     plan, why_not = _plan(run, goodput)
     if plan is None:
         out.warnings.append(f"no Ray Serve settings derived: {why_not}")

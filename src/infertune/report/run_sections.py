@@ -26,6 +26,7 @@ from infertune.optimize.search import Candidate, Timing
 from infertune.optimize.state import floor_for
 from infertune.optimize.sweep import PolicyResult, SimStats
 from infertune.report import run_options as opt
+from infertune.report.artifacts import PROFILE, SERVING, quality_artifact, timing_artifact
 from infertune.report.knowledge import HardwareProfile
 from infertune.report.options import rank_options as rank_all
 from infertune.report.schema import (
@@ -43,35 +44,42 @@ from infertune.report.schema import (
 )
 
 
-def _pcts(t: Timing, hw: str, base: bool = False, what: str = "") -> Percentiles:
+def _pcts(t: Timing, hw: str, artifact: str, base: bool = False,
+          what: str = "") -> Percentiles:
     vals = (t.base_p50_ms, t.base_p95_ms, t.base_p99_ms) if base else (t.p50_ms, t.p95_ms,
                                                                         t.p99_ms)
-    return Percentiles(**{k: Figure.measured(round(v, 3), "ms", hw, t.samples, what=what)
+    return Percentiles(**{k: Figure.measured(round(v, 3), "ms", hw, t.samples, what=what,
+                                             artifact=artifact)
                           for k, v in zip(("p50", "p95", "p99"), vals, strict=True)})
 
 
 def variant_rows(run: RunRecord) -> list[VariantRow]:
     hw = run.hardware_label
     rows: list[VariantRow] = []
-    ref = next((c.best_timing for c in run.candidates if c.best_timing), None)
-    if ref is not None:
+    ref = next((c for c in run.candidates if c.best_timing), None)
+    if ref is not None and ref.best_timing is not None:
         rows.append(VariantRow(variant_id=run.baseline_variant_id or "baseline",
                                title="baseline (as given)", latency=_pcts(
-                                   ref, hw, base=True, what="baseline side of the A/B"),
+                                   ref.best_timing, hw, timing_artifact(run, ref.variant_id),
+                                   base=True, what="baseline side of the A/B"),
                                quality_verdict="pass", notes="the reference for quality"))
     for c in run.candidates + run.candidate_models:
         t = c.best_timing
         if t is None:
             continue
         quality = (Figure.measured(round(c.quality_value, 5), "", hw,
-                                   run.quality_count, what="held-out quality")
+                                   run.quality_count, what="held-out quality",
+                                   artifact=quality_artifact(run, c.variant_id))
                    if c.quality_value is not None else None)
         verdict: Verdict = ("pass" if c.quality_verdict == "pass" else
                             "fail" if c.quality_verdict == "fail" else "unknown")
+        timed = timing_artifact(run, c.variant_id)
+        latency = _pcts(t, hw, timed, what=f"{t.kind} A/B")
         rows.append(VariantRow(
-            variant_id=c.variant_id, title=c.title, latency=_pcts(t, hw, what=f"{t.kind} A/B"),
+            variant_id=c.variant_id, title=c.title, latency=latency,
             throughput=Figure.measured(round(1000.0 / t.p50_ms, 2), "requests/s per worker",
-                                       hw, t.samples, what="from p50"),
+                                       hw, t.samples, what="from p50", artifact=timed,
+                                       inputs=[f for f in (latency.p50,) if f is not None]),
             quality=quality, quality_metric=_floor_text(run), quality_verdict=verdict,
             notes=c.dropped))
     return rows
@@ -90,33 +98,47 @@ def policy_rows(run: RunRecord) -> list[PolicyRow]:
     rows = []
     # the winning finalist's policies first, then the other finalists' (joint search)
     sweeps = [sw] + [f for f in run.finalist_sweeps if f.variant_id != sw.variant_id]
+    price = stated_price(run)
     for s, r in ((one, r) for one in sweeps for r in one.ranked):
         def pc(stats: SimStats, validated: Any) -> Percentiles:
             if validated is not None:
                 return Percentiles(**{k: Figure.measured(round(validated.percentile(k), 3), "ms",
                                                          hw, max(validated.requests, 1),
-                                                         what="open-loop in-process load test")
+                                                         what="open-loop in-process load test",
+                                                         artifact=SERVING)
                                       for k in ("p50", "p95", "p99")
                                       if np.isfinite(validated.percentile(k))})
             return Percentiles(**{k: Figure(value=round(stats.percentile(k), 3), unit="ms",
                                             source="estimate", basis=basis)
                                   for k in ("p50", "p95", "p99")
                                   if np.isfinite(stats.percentile(k))})
+        goodput = (Figure(value=round(r.goodput_rps, 2), unit="requests/s", source="estimate",
+                          basis=basis + "; highest rate that keeps the SLO, by bisection")
+                   if r.goodput_rps is not None else None)
         rows.append(PolicyRow(
             policy_id=r.policy_id, variant_id=s.variant_id,
             settings={k: r.policy[k] for k in ("max_batch_size", "max_wait_ms", "workers",
                                                "max_queue")},
             at_mean=pc(r.at_mean, r.validated_mean), at_peak=pc(r.at_peak, r.validated_peak),
-            goodput=Figure(value=round(r.goodput_rps, 2), unit="requests/s", source="estimate",
-                           basis=basis + "; highest rate that keeps the SLO, by bisection")
-            if r.goodput_rps is not None else None,
+            goodput=goodput,
             cost_per_1k=Figure(value=round(r.cost_per_1k_usd, 6), unit="USD per 1,000 requests",
                                source="estimate", basis="cost_per_hour_usd from the scenario "
-                               "divided by the simulated goodput")
+                               "divided by the simulated goodput",
+                               inputs=[f for f in (goodput, price) if f is not None])
             if r.cost_per_1k_usd is not None else None,
             # measured when load-tested at peak, else the simulator's answer
             meets_slo=(r.validated_peak or r.at_peak).meets(s.slo)))
     return rows
+
+
+def stated_price(run: RunRecord) -> Figure | None:
+    """The scenario's cost per hour, the stated input every cost per 1,000 requests derives
+    from (None when the scenario states none)."""
+    hourly = run.scenario.deployment.cost_per_hour_usd
+    if hourly is None:
+        return None
+    return Figure(value=hourly, unit="USD per hour", source="estimate",
+                  basis="stated in the scenario (deployment.cost_per_hour_usd)")
 
 
 def diagnosis(run: RunRecord) -> Diagnosis:
@@ -133,16 +155,18 @@ def diagnosis(run: RunRecord) -> Diagnosis:
             reason=f"{share:.0f}% of the typical request, {st.share_p99.get(stage, 0):.0f}% "
                    "of the slowest 1%",
             time=Figure.measured(round(st.stage_ms(stage, tail=False), 3), "ms", hw, n,
-                                 what="mean in the p40-p60 band"),
-            share=Figure.measured(round(share, 1), "% of p50", hw, n)))
+                                 what="mean in the p40-p60 band", artifact=PROFILE),
+            share=Figure.measured(round(share, 1), "% of p50", hw, n, artifact=PROFILE)))
     e2e = st.summaries["e2e"]
     qvc = _queueing_text(run)
     return Diagnosis(
         summary=(f"At batch 1 the baseline spends most of a typical request in {st.dominant_p50}"
                  f" and most of its slowest 1% in {st.dominant_p99}."),
         items=items,
-        figures={"baseline_p50": Figure.measured(round(e2e.p50, 3), "ms", hw, n),
-                 "baseline_p99": Figure.measured(round(e2e.p99, 3), "ms", hw, n)},
+        figures={"baseline_p50": Figure.measured(round(e2e.p50, 3), "ms", hw, n,
+                                                 artifact=PROFILE),
+                 "baseline_p99": Figure.measured(round(e2e.p99, 3), "ms", hw, n,
+                                                 artifact=PROFILE)},
         queueing_vs_compute=qvc,
         p50_vs_p99=" ".join([f"p99 is {e2e.p99 / e2e.p50:.1f}x p50 unloaded."]
                             + [_sentence(d) for d in prof.diagnosis[:2]]))
@@ -222,7 +246,8 @@ def variant_options(run: RunRecord) -> list[Option]:
             continue
         b = run.built_variant(c.variant_id)
         out.append(opt.variant_option(c, b.manifest if b else {}, floor_margin(run, c),
-                                      run.hardware_label, floor_text))
+                                      run.hardware_label, floor_text,
+                                      timing_artifact(run, c.variant_id)))
     return out
 
 

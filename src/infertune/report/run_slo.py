@@ -28,6 +28,8 @@ from infertune.optimize.sweep import (
     cost_per_1k,
     validation_key,
 )
+from infertune.report.artifacts import CONFIRMATION, SERVING
+from infertune.report.run_sections import stated_price
 from infertune.report.schema import (
     Figure,
     PercentileCheck,
@@ -62,7 +64,9 @@ def slo_check(run: RunRecord) -> SloCheck | None:
         how = conf.how(served, label) if conf is not None and served and val else None
         if val is None:
             val = run.validations.get(validation_key(sw.variant_id, best.policy_id, label))
-        check.points.append(_point(run, best, label, rate, predicted, val, how))
+        # the confirmation's own file, else the sweep stage's (its in-process load tests)
+        artifact = CONFIRMATION if how is not None else SERVING
+        check.points.append(_point(run, best, label, rate, predicted, val, how, artifact))
     costs = [p.cost_per_1k.value for p in check.points
              if p.cost_per_1k is not None and p.cost_per_1k.value is not None]
     if ceiling is not None and costs:
@@ -74,7 +78,7 @@ def slo_check(run: RunRecord) -> SloCheck | None:
 
 
 def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicted: SimStats,
-           val: Validation | None, how: str | None = None) -> SloPoint:
+           val: Validation | None, how: str | None, artifact: str) -> SloPoint:
     hw = run.hardware_label
     basis = f"queueing simulator fed with service times measured on {hw}"
     point = SloPoint(
@@ -93,15 +97,14 @@ def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicte
             f"{label} rate ({shape}; the in-process pre-screen, not confirmed in its own "
             "process)")
     slo = best_slo(run)
-    art = {"artifact": _artifact(what)}
     point.achieved = Figure.measured(round(val.achieved_rate, 2), "requests/s", hw, n,
-                                     what=what).model_copy(update=art)
+                                     what=what, artifact=artifact)
     point.measured = Percentiles(**{k: Figure.measured(round(stats.percentile(k), 3), "ms", hw,
-                                                       n, what=what).model_copy(update=art)
+                                                       n, what=what, artifact=artifact)
                                     for k in PCTS if math.isfinite(stats.percentile(k))})
     point.shed = Figure.measured(round(stats.shed * 100, 2), "% of requests shed or failed",
-                                 hw, n, what=what).model_copy(update=art)
-    point.checks = percentile_checks(val, slo, hw, what)
+                                 hw, n, what=what, artifact=artifact)
+    point.checks = percentile_checks(val, slo, hw, what, artifact)
     point.verdict = point_verdict(point.checks, stats.shed)
     point.meets_slo = {"meets": True, "misses": False}.get(point.verdict)
     if point.verdict == "not shown":
@@ -110,19 +113,22 @@ def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicte
         good = goodput_at(val, slo)  # the definition benchmarks/closed_loop.py checks
         point.goodput = Figure.measured(round(good, 2), "requests/s within the SLO", hw, n,
                                         what=what + "; every SLO percentile held, so this is a "
-                                        "lower bound on the goodput at the SLO"
-                                        ).model_copy(update=art)
+                                        "lower bound on the goodput at the SLO",
+                                        artifact=artifact)
         cost = cost_per_1k(run.scenario.deployment.cost_per_hour_usd, good)
+        price = stated_price(run)
         if cost is not None:
+            # a measured rate and a stated price: the price is no measurement, so an estimate
             point.cost_per_1k = Figure(
                 value=float(f"{cost:.4g}"), unit="USD per 1,000 requests", source="estimate",
                 basis=f"the scenario's cost_per_hour_usd over the goodput measured at {label} "
-                      f"({good:.1f} requests/s on {hw})")
+                      f"({good:.1f} requests/s on {hw})",
+                inputs=[f for f in (point.goodput, price) if f is not None])
     return point
 
 
 def percentile_checks(val: Validation, slo: dict[str, float], hw: str,
-                      what: str) -> list[PercentileCheck]:
+                      what: str, artifact: str) -> list[PercentileCheck]:
     """Each SLO percentile's interval against its target (measure/tail_interval.py). A
     validation with no interval (a run before session 9, or nothing answered) is "not
     shown": a point estimate alone decides nothing."""
@@ -137,7 +143,7 @@ def percentile_checks(val: Validation, slo: dict[str, float], hw: str,
                 key=key, target_ms=target, value=round(value, 3), samples=max(
                     val.stats.requests, 1), blocks=0, block_s=0.0, verdict="not shown",
                 why=f"{key} {value:.1f} ms has no interval recorded (a point estimate decides "
-                    "nothing)", basis=f"{what}, measured on {hw}"))
+                    "nothing)", basis=f"{what}, measured on {hw}", artifact=artifact))
             continue
         found, why = verdict(interval, target)
         out.append(PercentileCheck(
@@ -146,7 +152,7 @@ def percentile_checks(val: Validation, slo: dict[str, float], hw: str,
             blocks=interval.blocks, block_s=interval.block_s, verdict=found, why=why,
             basis=f"{what}, measured on {hw} with {interval.samples} samples; 95% interval: "
                   "hull of the order-statistic and the time-block bootstrap intervals",
-            artifact=_artifact(what)))
+            artifact=artifact))
     return out
 
 
@@ -166,12 +172,6 @@ def decisive_text(run: RunRecord, label: str, rate: float) -> str:
     if conf is not None and label in conf.decisive:
         return DecisiveRun(**conf.decisive[label]).text()
     return decisive_run(label, best_slo(run), run.scenario.traffic, rate).text()
-
-
-def _artifact(what: str) -> str:
-    """Where the figures of a point were measured: the confirmation as served, else the
-    in-process pre-screen's validations in run.json."""
-    return "confirm/confirmation.json" if "infertune serve, pid" in what else "run.json"
 
 
 def _r(value: float | None) -> float | None:

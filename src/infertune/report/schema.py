@@ -41,6 +41,10 @@ Source = Literal["measured", "estimate"]
 Level = Literal["low", "medium", "high"]
 Verdict = Literal["pass", "fail", "unknown"]
 
+# the ``artifact`` of a figure `advise --measure` measured: it writes no run folder, so there is
+# no file to name (report/provenance.py accepts this one label beside relative paths)
+IN_PROCESS_ARTIFACT = "advise --measure (measured in this process; not saved)"
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -63,9 +67,10 @@ class Figure(_Model):
     source: Source
     basis: str = Field(min_length=1)
     samples: int | None = Field(default=None, ge=1)
-    # the run artifact that measured it (e.g. "confirm/confirmation.json"), and the figures a
-    # derived value was computed from: report/provenance.py checks that a figure labelled
-    # measured derives from no estimate
+    # the run artifact that holds the observations, relative to the run folder (e.g.
+    # "confirm/confirmation.json"; report/artifacts.py names them), and the figures a derived
+    # value was computed from: report/provenance.py checks that a figure labelled measured
+    # names its artifact and derives from no estimate
     artifact: str | None = None
     inputs: list[Figure] = Field(default_factory=list)
 
@@ -82,11 +87,15 @@ class Figure(_Model):
 
     @classmethod
     def measured(cls, value: float, unit: str, hardware: str, samples: int,
-                 what: str = "") -> Figure:
-        """A figure measured by infertune on ``hardware`` from ``samples`` observations."""
+                 what: str = "", *, artifact: str,
+                 inputs: list[Figure] | None = None) -> Figure:
+        """A figure measured by infertune on ``hardware`` from ``samples`` observations held
+        in ``artifact`` (relative to the run folder); ``inputs``: the measured figures it was
+        computed from, when it is a ratio or a rate derived from them."""
         lead = f"{what}, measured" if what else "measured"
         return cls(value=value, unit=unit, source="measured", samples=samples,
-                   basis=f"{lead} on {hardware} with {samples} samples")
+                   basis=f"{lead} on {hardware} with {samples} samples", artifact=artifact,
+                   inputs=list(inputs or []))
 
     @classmethod
     def estimate(cls, low: float, high: float, unit: str, reference: str) -> Figure:
@@ -111,6 +120,7 @@ class Series(_Model):
     points: list[tuple[float, float]]
     source: Source
     basis: str = Field(min_length=1)
+    artifact: str | None = None  # as Figure.artifact: where measured points were measured
 
 
 class Problem(_Model):

@@ -69,7 +69,7 @@ def test_the_first_step_follows_whether_the_baseline_was_measured() -> None:
                             diagnosis=Diagnosis(summary="s", figures={"p50": fig}))
         return build_report("advice", "t", subject, findings, library).first_week[0].title
 
-    measured = Figure.measured(12.0, "ms", "test cpu", 100)
+    measured = Figure.measured(12.0, "ms", "test cpu", 100, artifact="profile.json")
     estimate = Figure.estimate(10.0, 20.0, "ms", "a stated figure")
     assert first_step(measured) == "Days 1-2: re-measure on the production hardware"
     assert first_step(estimate) == "Days 1-2: measure where the time goes"
@@ -159,7 +159,8 @@ def test_the_default_recommendation_says_how_its_impact_is_known() -> None:
     hw = HardwareProfile(description="test cpu", caps=frozenset({"cpu"}))
     subject = Subject(scenario=sc, hardware=hw, hardware_known=True, runtime=None,
                       runtime_source="model.runtime")
-    measured = _option("timed", "measured", p95=Figure.measured(-90.0, "% change", "test cpu", 50))
+    measured = _option("timed", "measured", p95=Figure.measured(-90.0, "% change", "test cpu", 50,
+                                                               artifact="run.json"))
     findings = Findings(inside_slo=False, inside_measured=False,
                         diagnosis=Diagnosis(summary="s"), options=[measured])
     library = Library(knowledge=load_knowledge(), runtimes=RuntimeCatalogue.load())

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from infertune.cli import app, main
 from infertune.config import Scenario
+from infertune.report.artifacts import CONFIRMATION
 from infertune.report.interview import interview
 from infertune.report.render import render, write_report
 from infertune.report.render_md import (
@@ -28,21 +29,25 @@ def test_summary_word_count_counts_only_the_summary_as_wc_does() -> None:
     assert summary_word_count(md) == 8  # wc -w: '#', pipes and rules are words too
 
 
+def served(value: float, unit: str, samples: int) -> Figure:
+    return Figure.measured(value, unit, "2-core AMD EPYC (test fixture)", samples,
+                           artifact=CONFIRMATION)
+
+
 def _with_slo_check(report: Report) -> Report:
     """The measured fixture plus what a run adds to the summary: the SLO check at the mean and
     the peak with its verdict and what would meet the SLO (the demo's summary had these)."""
-    hw = "2-core AMD EPYC (test fixture)"
-    points = [SloPoint(label=label, offered=Figure.measured(rate, "requests/s", hw, 800),
-                       achieved=Figure.measured(rate * 0.99, "requests/s", hw, 800),
-                       measured=Percentiles(**{k: Figure.measured(v, "ms", hw, 800) for k, v in
+    points = [SloPoint(label=label, offered=served(rate, "requests/s", 800),
+                       achieved=served(rate * 0.99, "requests/s", 800),
+                       measured=Percentiles(**{k: served(v, "ms", 800) for k, v in
                                                zip(("p50", "p95", "p99"), ms, strict=True)}),
-                       shed=Figure.measured(0.2, "%", hw, 800), meets_slo=ok,
-                       goodput=Figure.measured(rate, "requests/s", hw, 800),
-                       cost_per_1k=Figure.measured(0.0003, "USD", hw, 800))
+                       shed=served(0.2, "%", 800), meets_slo=ok,
+                       goodput=served(rate, "requests/s", 800),
+                       cost_per_1k=served(0.0003, "USD", 800))
               for label, rate, ms, ok in (("mean", 20.0, (6.1, 10.2, 13.9), True),
                                           ("peak", 60.0, (7.5, 16.8, 24.0), False))]
     check = SloCheck(variant_id="ort-int8-pc", policy_id="b8-w2", targets={"p95": 15.0},
-                     points=points, cost_ceiling=Figure.measured(0.05, "USD", hw, 1),
+                     points=points, cost_ceiling=served(0.05, "USD", 1),
                      within_ceiling=True,
                      verdict="The recommended configuration meets the p95 target at the mean "
                              "rate and misses it at the peak, measured as served.",

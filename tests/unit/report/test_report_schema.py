@@ -29,8 +29,9 @@ def test_figure_needs_value_or_full_range() -> None:
 
 
 def test_figure_constructors_say_where_from() -> None:
-    m = Figure.measured(12.5, "ms", "2-core EPYC", 400)
+    m = Figure.measured(12.5, "ms", "2-core EPYC", 400, artifact="profile.json")
     assert (m.value, m.source, m.samples) == (12.5, "measured", 400)
+    assert m.artifact == "profile.json" and m.inputs == []
     assert m.basis == "measured on 2-core EPYC with 400 samples"
     e = Figure.estimate(-60, -30, "%", "NVIDIA T4 datasheet")
     assert (e.low, e.high, e.mid, e.source) == (-60, -30, -45, "estimate")

@@ -134,7 +134,7 @@ def test_the_peak_itself_kept_the_slo_so_one_instance_is_enough() -> None:
     assert s.per_instance_goodput.value == 30.0
     inst = s.instances_at_peak
     assert inst is not None and inst.value == 1 and inst.source == "measured"
-    assert inst.samples == 3000 and inst.artifact == "run.json"
+    assert inst.samples == 3000 and inst.artifact == "serving.json"
     assert "at the peak rate of 30 requests/s" in s.statement
     assert s.derivations["replica_capacity_rps"].value == 30.0
     assert s.settings["max_replicas"] == 1 and s.settings["min_replicas"] == 1
@@ -158,15 +158,17 @@ def test_a_capacity_short_of_the_peak_is_never_raised_to_it_and_labelled_measure
 def test_provenance_flags_a_measured_figure_derived_from_an_estimate() -> None:
     peak = Figure(value=30.0, unit="requests/s", source="estimate", basis="stated peak")
     wrong = Figure(value=30.0, unit="requests/s", source="measured", samples=180,
-                   basis="max(measured, peak)", inputs=[peak])
+                   basis="max(measured, peak)", inputs=[peak], artifact="serving.json")
     problems = provenance_problems({"capacity": wrong.to_dict()})
     assert problems == ["$.capacity: labelled measured but derived from the estimate at "
                         "$.capacity.inputs[0]; label it an estimate"]
-    unsampled = Figure(value=3.0, unit="ms", source="measured", basis="timed")
+    unsampled = Figure(value=3.0, unit="ms", source="measured", basis="timed",
+                       artifact="profile.json")
     assert provenance_problems({"p": unsampled.to_dict()}) == [
         "$.p: labelled measured without a sample count"]
     deep = wrong.model_copy(update={"inputs": [Figure(value=1.0, unit="x", source="measured",
-                                                      samples=5, basis="b", inputs=[peak])]})
+                                                      samples=5, basis="b", inputs=[peak],
+                                                      artifact="run.json")]})
     assert len(provenance_problems({"c": deep.to_dict()})) == 2  # the inner one and the outer
     assert provenance_problems({"ok": peak.to_dict()}) == []
 
