@@ -12,12 +12,13 @@ interval needs more samples than that to reach the same width).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Literal
 
 from infertune.errors import ConfigError
 from infertune.rollout.stats import Counts, confidence_sequence, difference_interval
+from infertune.serial import Serial
 
 Decision = Literal["treatment better", "control better", "no decision yet"]
 METHOD = ("beta-binomial mixture confidence sequences (always valid when checked repeatedly); "
@@ -25,7 +26,7 @@ METHOD = ("beta-binomial mixture confidence sequences (always valid when checked
 
 
 @dataclass(frozen=True)
-class Arm:
+class Arm(Serial):
     release: str
     n: int
     ones: int
@@ -34,7 +35,7 @@ class Arm:
 
 
 @dataclass(frozen=True)
-class AbReport:
+class AbReport(Serial):
     metric: str
     control: Arm
     treatment: Arm
@@ -46,9 +47,6 @@ class AbReport:
     power: float
     needed_per_arm: int | None  # fixed-horizon estimate; None when the control has no data
     method: str = METHOD
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def sentence(self) -> str:
         c, t = self.control, self.treatment

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from infertune.errors import ConfigError
 from infertune.rollout.analysis import judge_counts
@@ -40,6 +40,7 @@ from infertune.rollout.gates import (
 )
 from infertune.rollout.observe import MetricsSource, Snapshot, threshold, threshold_near
 from infertune.rollout.plan import CanaryPlan, Sizing, measure_traffic, plan_for
+from infertune.serial import Serial
 from infertune.serve.routing import RoutingState
 
 REQUIRED: tuple[GateName, ...] = ("errors", "latency_p95", "latency_p99", "agreement")
@@ -76,21 +77,16 @@ class StepPlan:
 
 
 @dataclass
-class StepReport:
+class StepReport(Serial):
     weight: float
     verdict: Literal["pass", "fail", "timeout"]
     seconds: float
     canary_answers: int  # in this step
     gates: list[GateResult]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"weight": self.weight, "verdict": self.verdict, "seconds": self.seconds,
-                "canary_answers": self.canary_answers,
-                "gates": [g.to_dict() for g in self.gates]}
-
 
 @dataclass
-class CanaryOutcome:
+class CanaryOutcome(Serial):
     release: str
     decision: Literal["promoted", "rolled_back"]
     reason: str
@@ -104,13 +100,6 @@ class CanaryOutcome:
     @property
     def caught_at(self) -> float | None:
         return self.steps[-1].weight if self.decision == "rolled_back" and self.steps else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"release": self.release, "decision": self.decision, "reason": self.reason,
-                "method": self.method, "alpha": self.alpha, "thresholds_s": self.thresholds_s,
-                "rollback_seconds": self.rollback_seconds,
-                "plan": self.plan.to_dict() if self.plan is not None else None,
-                "steps": [s.to_dict() for s in self.steps]}
 
 
 class CanaryController:

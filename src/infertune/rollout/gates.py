@@ -35,7 +35,8 @@ should be.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -112,10 +113,18 @@ class GateResult:
     alpha: float
     what: str  # what the estimate measures, in words
 
+    # Kept by hand, not Serial: the interval is written as a [low, high] list (canary.json,
+    # shadow.json and the Flagger/Argo hooks are read so: gate["interval"][0]), where Serial
+    # would write stats.Interval as an object.
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["interval"] = self.interval.to_list()
-        return data
+        return {**asdict(self), "interval": self.interval.to_list()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GateResult:
+        low, high = data["interval"]
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        return cls(**{**values, "interval": Interval(low, high)})
 
     def sentence(self) -> str:
         sizes = f"n={self.n_canary} canary" + (

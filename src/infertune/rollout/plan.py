@@ -33,14 +33,14 @@ its latency histograms), about n x (100 - w) / w.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from scipy.stats import binom
 
 from infertune.rollout.gates import P95_ANCHOR, GateConfig, GateName
 from infertune.rollout.observe import ReleaseCounts, threshold_near
 from infertune.rollout.stats import Counts, confidence_sequence, difference_interval
+from infertune.serial import Serial
 
 FIRST_STEPS = (1.0, 2.0, 5.0, 10.0, 20.0)
 # tried in order: the gentler ladder first, for every first step, then straight to 100%
@@ -83,7 +83,7 @@ class Sizing:
 
 
 @dataclass(frozen=True)
-class Traffic:
+class Traffic(Serial):
     """What the baseline saw of the stable before any canary traffic."""
 
     rate_rps: float
@@ -95,14 +95,18 @@ class Traffic:
 
 
 @dataclass(frozen=True)
-class GateSize:
+class GateSize(Serial):
     gate: GateName
     samples: int | None  # None: this gate cannot detect the effect at any size
     why: str
 
 
 @dataclass
-class CanaryPlan:
+class CanaryPlan(Serial):
+    """The sized plan; ``expected_s`` is written beside the fields (ignored on reading)."""
+
+    DERIVED = ("expected_s",)
+
     traffic: Traffic
     steps: tuple[float, ...]
     step_samples: int
@@ -115,13 +119,6 @@ class CanaryPlan:
     @property
     def expected_s(self) -> float:
         return self.traffic.seconds + sum(self.step_seconds)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"traffic": asdict(self.traffic), "steps": list(self.steps),
-                "step_samples": self.step_samples, "step_seconds": self.step_seconds,
-                "expected_s": self.expected_s, "explicit": self.explicit,
-                "sizes": [asdict(s) for s in self.sizes], "refusal": self.refusal,
-                "warnings": self.warnings}
 
     def step_timeout_s(self, poll_s: float) -> float:
         """Twice the slowest step's expected time, plus ten looks: Poisson arrivals rarely
