@@ -116,7 +116,7 @@ def _variant(run: Path, vid: str, kind: str, padding: str = "longest") -> Path:
 
 
 def _ms(value: float) -> Figure:
-    return Figure.measured(value, "ms", HW, 400, what="test fixture")
+    return Figure.measured(value, "ms", HW, 400, what="test fixture", artifact="serving.json")
 
 
 def report(vid: str, policy: ServePolicy = POLICY) -> Report:

@@ -41,7 +41,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,12 @@ from infertune.loadgen.runner import run_schedule
 from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.targets import HttpTarget
 from infertune.measure.summary import quantile_sorted
+from infertune.measure.tail_interval import CONFIDENCE
+from infertune.optimize.confirm_sizing import DecisiveRun
 from infertune.optimize.ranking import fits_ceiling
 from infertune.optimize.serving import MIN_BLOCK_S, Validation, burst_block_s, record_intervals
 from infertune.optimize.sweep import SimStats, cost_per_1k
+from infertune.serial import Serial
 
 
 class ServeStartError(InternalError):
@@ -88,7 +91,7 @@ class Segment:
 
 
 @dataclass
-class ServedArm:
+class ServedArm(Serial):
     """What one finalist measured as served, pooled over its segments."""
 
     variant_id: str
@@ -103,18 +106,9 @@ class ServedArm:
     def key(self) -> str:
         return f"{self.variant_id}/{self.policy_id}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # Validation.to_dict is its asdict too
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ServedArm:
-        return cls(data["variant_id"], data["policy_id"], data["pid"], data["effective_policy"],
-                   {k: Validation.from_dict(v) for k, v in data["at"].items()},
-                   data["segments"], data["error"])
-
 
 @dataclass
-class Confirmation:
+class Confirmation(Serial):
     """The finalists measured each in its own serve process, and the one that won."""
 
     order: list[str]  # arm keys in the order the segments ran (A, B, B, A)
@@ -127,8 +121,8 @@ class Confirmation:
     # one segment's length per rate label (sized to the percentile and the traffic, sizing.py);
     # a run before session 9 had one length, seconds_per_rate, for both
     seconds_at: dict[str, float] = field(default_factory=dict)
-    # per rate label, the run that would decide the SLO verdict there (sizing.DecisiveRun)
-    decisive: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per rate label, the run that would decide the SLO verdict there
+    decisive: dict[str, DecisiveRun] = field(default_factory=dict)
 
     def arm(self, variant_id: str, policy_id: str) -> ServedArm | None:
         return next((a for a in self.arms if a.variant_id == variant_id
@@ -144,19 +138,6 @@ class Confirmation:
                 f"{self.optimizer_pid}), over HTTP, ABBA ({order}), {arm.segments} open-loop "
                 f"segments of {seconds:g} s pooled, n={n} at {label} rate "
                 "(artifact: confirm/confirmation.json)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"order": list(self.order), "arms": [a.to_dict() for a in self.arms],
-                "seconds_per_rate": self.seconds_per_rate, "optimizer_pid": self.optimizer_pid,
-                "winner": self.winner, "notes": list(self.notes), "seed": self.seed,
-                "seconds_at": dict(self.seconds_at), "decisive": dict(self.decisive)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Confirmation:
-        return cls(list(data["order"]), [ServedArm.from_dict(a) for a in data["arms"]],
-                   data["seconds_per_rate"], data["optimizer_pid"], data["winner"],
-                   list(data["notes"]), data.get("seed"),  # no seed: a run before session 5
-                   dict(data.get("seconds_at", {})), dict(data.get("decisive", {})))
 
 
 VISITS_PER_ARM = 2  # abba_order runs each arm once forward and once backward
@@ -186,9 +167,9 @@ def run_abba(arms: int, rates: Sequence[tuple[str, float]],
 
 
 def pooled(segments: Sequence[Segment], rate: float, *, block_s: float = MIN_BLOCK_S,
-           seed: int = 0) -> Validation:
+           seed: int = 0, confidence: float = CONFIDENCE) -> Validation:
     """One finalist's figures at one rate over all its segments (see the module docstring),
-    each SLO percentile with its interval over time blocks of ``block_s``
+    each SLO percentile with its interval at ``confidence`` over time blocks of ``block_s``
     (serving.burst_block_s of the schedule)."""
     records = [r for s in segments for r in s.records]
     sent = len(records)
@@ -217,7 +198,7 @@ def pooled(segments: Sequence[Segment], rate: float, *, block_s: float = MIN_BLO
                       float(np.percentile(lags, 99)) if lags.size else None,
                       sum(s.duration_s for s in segments), warnings,
                       record_intervals([(s.records, s.duration_s) for s in segments],
-                                       block_s=block_s, seed=seed))
+                                       block_s=block_s, seed=seed, confidence=confidence))
 
 
 def goodput_at(val: Validation, slo: dict[str, float]) -> float:

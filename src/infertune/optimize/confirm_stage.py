@@ -19,11 +19,11 @@ from infertune.optimize.confirm_served import (
     request_bodies,
     served_goodput,
 )
+from infertune.optimize.confirm_sizing import decisive_run, segment_seconds
 from infertune.optimize.ranking import LEVELS
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Budget, Progress
 from infertune.optimize.serving import schedule_for
-from infertune.optimize.sizing import decisive_run, segment_seconds
 from infertune.optimize.state import RunState
 from infertune.optimize.sweep import SweepResult, measured_key
 
@@ -103,7 +103,7 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
                    "in-process pre-screen's")
         return None
     conf.seed = seed  # closed_loop.py replays these schedules and bodies
-    conf.decisive = {d.label: d.to_dict() for d in decisive}
+    conf.decisive = {d.label: d for d in decisive}
     conf.notes += [f"at the {d.label} rate, only {VISITS_PER_ARM * seconds[d.label]:g} s of the "
                    f"{d.duration_s:g} s that decide the SLO verdict fitted the budget; the run "
                    f"that decides it: {d.text()}" for d in decisive

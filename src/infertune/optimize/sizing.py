@@ -5,22 +5,17 @@ minimum counts fitted to the measured call time. Stages in steps.py call these."
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from infertune.config import TrafficFacts
 from infertune.measure.profile import ProfileSettings
-from infertune.measure.tail_interval import MIN_BLOCKS
 from infertune.optimize.builder import plan_passes
 from infertune.optimize.costs import CostFacts, auto_budget, params_millions
 from infertune.optimize.search import Budget, Progress, time_alone
-from infertune.optimize.serving import burst_block_s, schedule_for
 from infertune.optimize.state import RunState
 from infertune.quality import run_outputs
 
@@ -149,60 +144,3 @@ def int8_budget_note(state: RunState, spent_s: float, build_share: float) -> str
             f"s spent until building stopped, measured, plus its {need:.0f} s estimated "
             f"need, within the {build_share:.0%} of a budget building may use); pass --budget "
             f"{-(-total // 60):.0f}m")
-
-
-# The confirmation as served, sized to the percentile and the traffic: enough answers that the
-# SLO's tail percentile stands on TAIL_SAMPLES answers above it (a p99: 3,000 requests), over
-# at least tail_interval.MIN_BLOCKS of the traffic's burst blocks (serving.burst_block_s).
-TAIL_SAMPLES = 30
-
-
-@dataclass(frozen=True)
-class DecisiveRun:
-    """The load test that would decide the SLO verdict at one rate (pooled over an arm's
-    segments): ``requests`` over ``duration_s`` at ``rate`` requests/s."""
-
-    label: str
-    rate: float
-    requests: int
-    duration_s: float
-    block_s: float
-    percentile: str  # the SLO's tail percentile the size comes from, e.g. "p99"
-
-    def text(self) -> str:
-        return (f"{self.requests:,} requests over {self.duration_s:.0f} s at {self.rate:g} "
-                f"requests/s ({TAIL_SAMPLES} answers above the {self.percentile}, "
-                f"{MIN_BLOCKS} blocks of {self.block_s:g} s for the traffic's bursts)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def decisive_run(label: str, targets: dict[str, float], traffic: TrafficFacts,
-                 rate: float) -> DecisiveRun:
-    """The run that decides a verdict on ``targets`` ({"p99": ms}) at ``rate`` with the
-    scenario's traffic shape; ValueError on a rate <= 0."""
-    if not rate > 0:
-        raise ValueError(f"decisive_run: rate must be > 0, got {rate}")
-    key = max(targets, key=lambda k: float(k[1:]), default="p99")
-    q = float(key[1:]) / 100.0
-    requests = math.ceil(TAIL_SAMPLES / (1.0 - q) - 1e-9)
-    block = burst_block_s(schedule_for(traffic, rate, duration_s=1.0).spec)
-    duration = max(requests / rate, MIN_BLOCKS * block)
-    return DecisiveRun(label, rate, math.ceil(duration * rate), round(duration, 1), block, key)
-
-
-def segment_seconds(runs: Sequence[DecisiveRun], *, arms: int, visits: int, left_s: float,
-                    start_s: float, minimum_s: float) -> dict[str, float]:
-    """One segment's length per rate label: the decisive run split over an arm's ``visits``
-    (ABBA visits each arm twice), all scaled down by one factor when ``left_s`` (the budget
-    left for the confirmation: ``arms`` x ``visits`` segments per rate, a second's drain
-    each, plus ``start_s``) cannot pay for them, never under ``minimum_s``."""
-    want = {r.label: max(minimum_s, r.duration_s / visits) for r in runs}
-    segments = arms * visits
-    pay = left_s - start_s - segments * len(want)
-    total = segments * sum(want.values())
-    if total <= pay or total <= 0:
-        return want
-    scale = max(0.0, pay) / total
-    return {label: round(max(minimum_s, s * scale), 1) for label, s in want.items()}

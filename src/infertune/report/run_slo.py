@@ -18,9 +18,9 @@ import math
 
 from infertune.measure.tail_interval import verdict
 from infertune.optimize.confirm_served import goodput_at
+from infertune.optimize.confirm_sizing import decisive_run
 from infertune.optimize.record import RunRecord
 from infertune.optimize.serving import Validation
-from infertune.optimize.sizing import DecisiveRun, decisive_run
 from infertune.optimize.sweep import (
     SHED_LIMIT,
     PolicyResult,
@@ -170,7 +170,7 @@ def decisive_text(run: RunRecord, label: str, rate: float) -> str:
     """The run that would decide the verdict at ``label``: the confirmation's own sizing."""
     conf = run.confirmation
     if conf is not None and label in conf.decisive:
-        return DecisiveRun(**conf.decisive[label]).text()
+        return conf.decisive[label].text()
     return decisive_run(label, best_slo(run), run.scenario.traffic, rate).text()
 
 

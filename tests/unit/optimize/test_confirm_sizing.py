@@ -16,8 +16,16 @@ from infertune.loadgen.result import RequestRecord
 from infertune.loadgen.schedules import ScheduleSpec
 from infertune.measure.tail_interval import MIN_BLOCKS, TailInterval
 from infertune.optimize.confirm_served import Segment, pooled
+from infertune.optimize.confirm_sizing import (
+    TAIL_SAMPLES,
+    Extension,
+    decisive_run,
+    plan_extensions,
+    point_verdict,
+    project,
+    segment_seconds,
+)
 from infertune.optimize.serving import Validation, burst_block_s, record_intervals
-from infertune.optimize.sizing import TAIL_SAMPLES, decisive_run, segment_seconds
 from infertune.optimize.sweep import SimStats, validation_key
 from infertune.report.provenance import assert_all_figures_have_provenance
 from infertune.report.run_report import build_run_report
@@ -118,3 +126,40 @@ def test_a_report_whose_interval_straddles_the_target_says_not_shown_and_what_de
     assert peak.checks[1].why == ("p99 70.0 ms (95% CI 60.0-95.0, n=400, 13 x 1 s blocks) "
                                   "straddles the 80 ms target")
     assert_all_figures_have_provenance(build_run_report(run).to_dict())
+
+
+def _validation(interval: TailInterval, *, shed: float = 0.0) -> Validation:
+    stats = SimStats(rate=20.0, p50_ms=5.0, p95_ms=interval.value, p99_ms=interval.value * 2,
+                     shed=shed, requests=interval.samples)
+    return Validation(stats, 20.0, None, 60.0, [], {"p95": interval})
+
+
+def test_a_projection_sizes_the_extension_to_the_gap_and_the_width() -> None:
+    # p95 12 ms, 97.5% interval 10-15 ms, against a 14 ms target: not shown. The facing half
+    # width is 3 ms, the gap 2 ms: about (3 * (1 + 0.84/2.24) / 2)^2 = 4.3 times the answers
+    straddles = TailInterval(0.95, 12.0, 10.0, 15.0, 1000, 50, 1.0, confidence=0.975)
+    run = decisive_run("mean", {"p95": 14.0}, TrafficFacts(pattern="steady"), 20.0)
+    ext = project("mean", _validation(straddles), {"p95": 14.0}, run)
+    assert ext.verdict_before == "not shown" and ext.requests_needed is not None
+    assert 4000 <= ext.requests_needed <= 4600
+    assert ext.seconds == pytest.approx((ext.requests_needed - 1000) / 20.0, abs=0.1)
+    # an estimate on the target is never paid: no run length decides it
+    on_target = TailInterval(0.95, 14.0, 12.0, 16.0, 1000, 50, 1.0, confidence=0.975)
+    flat = project("mean", _validation(on_target), {"p95": 14.0}, run)
+    assert flat.requests_needed is None and "sits on the" in flat.why
+    # decided by ABBA: nothing to buy (a shed share over 1% misses whatever the interval)
+    below = TailInterval(0.95, 8.0, 7.0, 9.0, 1000, 50, 1.0, confidence=0.975)
+    assert project("mean", _validation(below), {"p95": 14.0}, run).verdict_before == "meets"
+    assert point_verdict(_validation(below, shed=0.02), {"p95": 14.0}) == "misses"
+
+
+def test_extensions_are_paid_cheapest_first_while_the_budget_holds() -> None:
+    def ext(label: str, seconds: float) -> Extension:
+        return Extension(label, 20.0, "not shown", 1000, 2000, seconds, False, "projected")
+
+    plan = plan_extensions([ext("mean", 100.0), ext("peak", 30.0)], left_s=60.0)
+    assert [e.paid for e in plan] == [False, True]
+    assert "did not fit" in plan[0].why
+    both = plan_extensions([ext("mean", 20.0), ext("peak", 30.0)], left_s=60.0)
+    assert all(e.paid for e in both)
+    assert Extension.from_dict(both[0].to_dict()) == both[0]

@@ -63,8 +63,10 @@ def test_a_policy_over_the_ceiling_never_wins_when_one_fits() -> None:
 
 def _check(goodput: float, ceiling: float) -> SloCheck:
     hw = "test cpu"
-    point = SloPoint(label="peak", offered=Figure.measured(100.0, "requests/s", hw, 3000),
-                     goodput=Figure.measured(goodput, "requests/s", hw, 3000))
+    point = SloPoint(label="peak", offered=Figure.measured(100.0, "requests/s", hw, 3000,
+                                                   artifact="serving.json"),
+                     goodput=Figure.measured(goodput, "requests/s", hw, 3000,
+                                                   artifact="serving.json"))
     cost = HOURLY / (3.6 * goodput)
     return SloCheck(targets=SLO, points=[point], within_ceiling=cost <= ceiling,
                     cost_ceiling=Figure(value=ceiling, unit="USD per 1,000 requests",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from infertune.config import Scenario, ServePolicy, load_scenario
-from infertune.errors import ConfigError
+from infertune.errors import ConfigError, DataError
 from infertune.jsonfile import read_json
 from infertune.measure.curve import ServiceCurve
 from infertune.serve.engines.autoscale import (
@@ -186,6 +186,6 @@ def _json(path: Path) -> dict[str, Any]:
 def _curve(data: Any, path: Path) -> ServiceCurve:
     try:
         return ServiceCurve.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (DataError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: 'curve' is not a service curve ({exc}); rerun infertune "
                           "optimize") from exc
