@@ -23,7 +23,7 @@ from services import missing_service
 from infertune.config import SLO, ServePolicy
 from infertune.rollout.registry import Registry
 from infertune.serve.alerts import AlertThresholds, rule_groups, rules_yaml
-from infertune.serve.drift import ALERT_PSI
+from infertune.serve.live_drift import ALERT_PSI
 
 ENV = {"DRIFT_KEY": "k3y"}
 

@@ -23,11 +23,11 @@ from infertune.hardware import detect
 from infertune.loadgen.targets import Reply
 from infertune.models.base import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
-from infertune.serve.metrics import ServeMetrics
 from infertune.serve.model_processes import ModelSource
+from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import Rejected
+from infertune.serve.request_validation import PredictRequest
 from infertune.serve.runtime import ServeRuntime, to_jsonable
-from infertune.serve.validate import PredictRequest
 from infertune.serve.warmup import prime_on_this_thread
 from infertune.serve.worker_threads import fit_to_workers
 

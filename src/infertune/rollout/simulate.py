@@ -21,7 +21,7 @@ import numpy as np
 
 from infertune.rollout.observe import ReleaseCounts, Snapshot
 from infertune.rollout.stats import Counts
-from infertune.serve.metrics import LATENCY_BUCKETS
+from infertune.serve.prometheus_metrics import LATENCY_BUCKETS
 from infertune.serve.routing import RoutingState
 
 BOUNDS = np.array([*LATENCY_BUCKETS, math.inf])

@@ -10,8 +10,8 @@ in a PrometheusRule. No threshold is a constant picked here:
     queue depth   with a measured capacity (goodput and service time of the run): the depth
                   at which a new request's expected wait uses up the serving deadline;
                   without one, half the policy's max_queue (said so in the rule)
-    input drift   the population stability index of serve/drift.py over 0.25 (the usual
-                  reading of PSI, a convention; serve/drift.ALERT_PSI)
+    input drift   the population stability index of serve/live_drift.py over 0.25 (the usual
+                  reading of PSI, a convention; serve/live_drift.ALERT_PSI)
 
 Latency, error and shed rules are per release and per rollout stage: grouped by ``release``
 (the label the router adds to every release's series; absent on a plain server) and
@@ -34,8 +34,8 @@ from typing import Any
 import yaml
 
 from infertune.config import SLO, ServePolicy, client_deadline_ms, load_scenario
-from infertune.serve.drift import ALERT_PSI
-from infertune.serve.metrics import LATENCY_BUCKETS
+from infertune.serve.live_drift import ALERT_PSI
+from infertune.serve.prometheus_metrics import LATENCY_BUCKETS
 
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 WINDOW = "5m"  # rate() window: long enough for a few hundred requests at modest traffic

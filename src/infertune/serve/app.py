@@ -40,8 +40,7 @@ from infertune.errors import ConfigError
 from infertune.jsonfile import read_json
 from infertune.models.base import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
-from infertune.serve.drift import DriftMonitor
-from infertune.serve.metrics import STAGES, ServeMetrics
+from infertune.serve.live_drift import DriftMonitor
 from infertune.serve.model_processes import ModelSource, uses_processes
 from infertune.serve.openapi import (
     ADMIN_PATHS,
@@ -54,16 +53,17 @@ from infertune.serve.openapi import (
     ReadyBody,
     openapi_schema,
 )
+from infertune.serve.prometheus_metrics import STAGES, ServeMetrics
 from infertune.serve.queue import Rejected
 from infertune.serve.relay import COMPARISON_REPLAY
-from infertune.serve.runtime import ServeRuntime
-from infertune.serve.validate import (
+from infertune.serve.request_validation import (
     BadRequest,
     check_inputs,
     parse_predict,
     parse_purge,
     request_model,
 )
+from infertune.serve.runtime import ServeRuntime
 from infertune.serve.warmup import prime_on_this_thread
 
 log = logging.getLogger("infertune.serve")
@@ -146,7 +146,7 @@ def _error(status: int, message: str, timings: Mapping[str, float] | None = None
 
 
 def safe_message(message: str) -> str:
-    """One line (text from exceptions has its paths cut where it is made: validate.py)."""
+    """One line (text from exceptions has its paths cut where it is made: request_validation.py)."""
     return _CONTROL.sub(" ", message).strip()
 
 
@@ -165,7 +165,7 @@ class _Handlers:
         self.card = model_card(runtime.adapter).model_dump(mode="json")
         self.document = openapi_schema(self.request_model, secured=secured)
         self.warnings = warnings
-        # live input drift against the first rows answered (serve/drift.py)
+        # live input drift against the first rows answered (serve/live_drift.py)
         self.drift = DriftMonitor(
             lambda feature, value: runtime.metrics.drift_psi.labels(feature=feature).set(value))
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from infertune.models.base import Adapter
 from infertune.serve.batch_shape import BatchShape, PaddingCost
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import RequestQueue, WorkItem
 
 # Batches per size bucket whose fastest is the admission floor: enough to hold the fast ones

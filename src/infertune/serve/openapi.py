@@ -1,9 +1,10 @@
 """The serving API's bodies as pydantic models, and the OpenAPI 3.1 document generated from them.
 
-The request schemas come from the very classes that validate requests (serve/validate.py), and
-the handlers build their answers with the response models below, so the document cannot drift
-from the server. Security appears only when an API key is configured, on exactly the routes
-the guard protects; without a key the admin routes are documented as 403.
+The request schemas come from the very classes that validate requests
+(serve/request_validation.py), and the handlers build their answers with the response models
+below, so the document cannot drift from the server. Security appears only when an API key is
+configured, on exactly the routes the guard protects; without a key the admin routes are
+documented as 403.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infertune.serve.validate import PredictRequest, PurgeRequest
+from infertune.serve.request_validation import PredictRequest, PurgeRequest
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # never need the key
 ADMIN_PATHS = frozenset({"/v1/cache/purge"})  # always need the key (403 when none is set)

@@ -39,10 +39,10 @@ from infertune.serve.batcher import (
 from infertune.serve.cache import MISS, LayeredCache, LRUCache, RedisCache, cache_key, redis_client
 from infertune.serve.cascade import Cascade, Tier
 from infertune.serve.keep_awake import CoreSpinners
-from infertune.serve.metrics import STAGES, ServeMetrics
 from infertune.serve.model_processes import ModelProcesses, ModelSource, uses_processes
+from infertune.serve.prometheus_metrics import STAGES, ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
-from infertune.serve.validate import PredictRequest
+from infertune.serve.request_validation import PredictRequest
 from infertune.serve.warmup import full_batch_seconds, run_warmup, timed_warmup, warmup_batches
 
 log = logging.getLogger("infertune.serve")

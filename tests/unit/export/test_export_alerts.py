@@ -19,7 +19,7 @@ from infertune.serve.alerts import (
     rules_yaml,
     run_slo,
 )
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 
 
 def _rules(t: AlertThresholds) -> dict[str, dict]:

@@ -17,7 +17,7 @@ from infertune.config import CLIENT_DEADLINE_FACTOR, ServePolicy
 from infertune.export.kubernetes import write_kubernetes
 from infertune.export.plan import plan
 from infertune.export.source import read_source
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 
 K8S_VERSION = "1.33.0"  # the schemas every manifest is checked against (pinned)
 CORE_KINDS = {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget",

@@ -10,7 +10,7 @@ import pytest
 
 from infertune.serve.batch_shape import BatchShape, PaddingCost, approx_tokens, length_bucket
 from infertune.serve.batcher import Batcher
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import RequestQueue, WorkItem
 from infertune.serve.testing import GatedAdapter
 

@@ -17,7 +17,7 @@ from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 from infertune.serve import keep_awake
 from infertune.serve.keep_awake import CoreSpinners
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.runtime import ServeRuntime
 from infertune.serve.testing import GatedAdapter
 

@@ -19,7 +19,7 @@ from infertune.config import (
 )
 from infertune.optimize.policy import serve_deadline_ms
 from infertune.serve.batcher import FLOOR_WINDOW, Batcher
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
 from infertune.serve.runtime import ServeRuntime
 from infertune.serve.testing import GatedAdapter

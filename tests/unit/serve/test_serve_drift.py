@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from infertune.serve.drift import ALERT_PSI, DriftMonitor, psi
+from infertune.serve.live_drift import ALERT_PSI, DriftMonitor, psi
 
 
 def test_psi_formula() -> None:

@@ -11,11 +11,11 @@ import pytest
 
 from infertune.config import ServePolicy
 from infertune.serve.batcher import Batcher
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
+from infertune.serve.request_validation import PredictRequest
 from infertune.serve.runtime import ServeRuntime
 from infertune.serve.testing import GatedAdapter
-from infertune.serve.validate import PredictRequest
 from infertune.serve.warmup import full_batch_seconds
 
 

@@ -12,8 +12,7 @@ import pytest
 from infertune.config import ServePolicy
 from infertune.models.tensor import TensorAdapter
 from infertune.serve.openapi import OPEN_PATHS, openapi_schema
-from infertune.serve.testing import GatedAdapter
-from infertune.serve.validate import (
+from infertune.serve.request_validation import (
     MAX_DEPTH,
     BadRequest,
     nesting_depth,
@@ -22,6 +21,7 @@ from infertune.serve.validate import (
     parse_purge,
     request_model,
 )
+from infertune.serve.testing import GatedAdapter
 
 POLICY = ServePolicy(max_inputs=8, max_input_chars=50)
 TEXT = request_model(GatedAdapter(), POLICY)

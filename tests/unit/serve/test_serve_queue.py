@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from infertune.serve.batcher import Batcher, BatchOutcome, InputFailed
-from infertune.serve.metrics import ServeMetrics
+from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
 from infertune.serve.testing import GatedAdapter
 

@@ -71,7 +71,7 @@ class ServeMetrics:
         self.ready = Gauge("infertune_ready", "1 once warm-up has finished", registry=r)
         self.drift_psi = Gauge(
             "infertune_drift_psi", "Population stability index of a row feature over the "
-            "latest rows against the first rows answered (serve/drift.py)", ["feature"],
+            "latest rows against the first rows answered (serve/live_drift.py)", ["feature"],
             registry=r)
 
     def observe_stages(self, timings: dict[str, float]) -> None:
