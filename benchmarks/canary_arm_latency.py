@@ -33,7 +33,7 @@ from rollout_load import OpenLoop  # noqa: E402
 from rollout_variants import mlp_run  # noqa: E402
 
 from infertune.rollout.observe import parse_exposition  # noqa: E402
-from infertune.rollout.registry import Registry  # noqa: E402
+from infertune.rollout.release_registry import Registry  # noqa: E402
 
 KEY = {"X-API-Key": "k3y"}
 

@@ -1,10 +1,10 @@
 """How often does the canary controller roll back a release that is no worse (A/A), and how
 often, and at which step, does it catch a degraded one? With the plan `infertune canary` sizes
-from the traffic by default (rollout/plan.py: the rate is measured in the baseline, the steps
+from the traffic by default (rollout/canary_plan.py: the rate is measured in the baseline, the steps
 and per-step samples sized to catch the default effects), or fixed --steps.
 
 Every rollout runs the real CanaryController, gates and confidence sequences
-(infertune.rollout) against a simulated server (infertune.rollout.simulate): requests arrive
+(infertune.rollout) against a simulated server (infertune.rollout.canary_sim): requests arrive
 at --rate per simulated second and split between the arms by the canary weight; each arm
 draws lognormal latencies (median 10 ms, sigma 0.35 for the stable), errors (0.1%) and output
 disagreement with the stable (0%) unless the scenario changes them; every canary answer is
@@ -37,10 +37,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from infertune.rollout.canary_plan import Sizing
+from infertune.rollout.canary_sim import ArmModel, SimulatedRollout
 from infertune.rollout.controller import CanaryController, PlanRefused, StepPlan
 from infertune.rollout.gates import METHOD, GateConfig
-from infertune.rollout.plan import Sizing
-from infertune.rollout.simulate import ArmModel, SimulatedRollout
 
 STABLE = ArmModel(latency_median_s=0.010, latency_sigma=0.35, error_rate=0.001,
                   disagreement=0.0, conversion=0.10)

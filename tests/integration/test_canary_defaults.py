@@ -18,7 +18,7 @@ from rollout_variants import mlp_run
 
 from infertune.cli import main
 from infertune.rollout.client import RouterClient, server_client
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.serve.routing import RoutingState
 
 ENV = {"CANARY_KEY": "k3y"}

@@ -20,7 +20,7 @@ import infertune.serve
 from infertune.cli import main
 from infertune.config import ServePolicy, load_scenario
 from infertune.report.schema import Report
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.serve.routing import RoutingEvent, RoutingState
 
 K8S_VERSION = "1.33.0"

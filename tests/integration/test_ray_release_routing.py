@@ -29,7 +29,7 @@ from rollout_variants import mlp_run
 
 from infertune.cli import main
 from infertune.rollout.observe import parse_exposition
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.serve.routing import unit_bucket
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ from infertune.rollout.client import RouterClient, server_client
 from infertune.rollout.controller import CanaryController, StepPlan
 from infertune.rollout.gates import GateConfig
 from infertune.rollout.observe import ServerMetrics
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.rollout.serving import build_router
 from infertune.serve.routing import RoutingState
 

@@ -19,7 +19,7 @@ from rollout_variants import mlp_run
 from services import prometheus_server
 
 from infertune.cli import main
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 
 ENV = {"PROM_KEY": "k3y"}
 _RNG = np.random.default_rng(2)

@@ -21,7 +21,7 @@ from rollout_variants import mlp_run
 from services import missing_service
 
 from infertune.config import SLO, ServePolicy
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.serve.alerts import AlertThresholds, rule_groups, rules_yaml
 from infertune.serve.live_drift import ALERT_PSI
 

@@ -2,8 +2,8 @@
 
 Measures the request rate first (the baseline, canary at 0%), sizes the steps and the canary
 answers each step needs so its gates can catch a p95 +20%, outputs disagreeing at twice the
-limit and an error rate 5 points up (rollout/plan.py), prints the plan and its expected time to
-a decision, and refuses (exit 1, canary left at 0%) a plan that cannot decide within
+limit and an error rate 5 points up (rollout/canary_plan.py), prints the plan and its expected
+time to a decision, and refuses (exit 1, canary left at 0%) a plan that cannot decide within
 --decide-within-s, naming the rate or time that would; explicit --steps / --min-step-samples
 win. Then it moves the server's canary through the steps and judges the gates (errors, p95 and p99
 latency, agreement with the stable release's outputs, and the business metric when feedback
@@ -85,10 +85,10 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("canary needs --server URL and --release NAME (or --judge-once "
                               "with --prometheus and --arm-label)")
         from infertune.jsonfile import write_json
+        from infertune.rollout.canary_plan import CanaryPlan, Sizing
         from infertune.rollout.client import RouterClient, server_client
         from infertune.rollout.controller import CanaryController, StepPlan
         from infertune.rollout.gates import METHOD, GateConfig, GateResult
-        from infertune.rollout.plan import CanaryPlan, Sizing
 
         config = GateConfig(alpha=alpha, max_disagreement=max_disagreement,
                             min_samples=min(min_step_samples or baseline_samples,

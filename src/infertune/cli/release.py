@@ -1,5 +1,5 @@
 """`infertune release add | list | show | diff | prune` — the release registry (SQLite plus
-content-addressed variant folders; see rollout/registry.py). Registry root: --registry DIR,
+content-addressed variant folders; see rollout/release_registry.py). Registry root: --registry DIR,
 else $INFERTUNE_REGISTRY, else the user's data folder."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON instead of te
 
 def open_registry(root: Path | None) -> Any:
     """The Registry at ``root`` (or the default root)."""
-    from infertune.rollout.registry import Registry, default_root
+    from infertune.rollout.release_registry import Registry, default_root
 
     return Registry(root if root is not None else default_root(os.environ))
 
@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
 
     @release_app.command("list", help="Every release with its status.")
     def list_cmd(registry: RegistryOption = None, as_json: JsonFlag = False) -> None:
-        from infertune.rollout.registry import record_summary
+        from infertune.rollout.release_registry import record_summary
 
         rows = [record_summary(r) for r in open_registry(registry).releases()]
         if as_json:

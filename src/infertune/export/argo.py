@@ -94,7 +94,7 @@ def strategy_snippet(p: DeployPlan) -> dict[str, Node]:
                                "valueFrom": {"podTemplateHashValue": "Latest"}},
                               {"name": "stable-hash",
                                "valueFrom": {"podTemplateHashValue": "Stable"}}]},
-        "steps": [{"setWeight": Sourced(20, "rollout/plan.py: the canary stays at or under "
+        "steps": [{"setWeight": Sourced(20, "rollout/canary_plan.py: the canary stays at or under "
                                         "20% until its gates had the sample they need")},
                   {"pause": {"duration": "5m"}}, {"setWeight": 50},
                   {"pause": {"duration": "5m"}}]}}}

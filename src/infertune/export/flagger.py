@@ -42,7 +42,7 @@ def canary(p: DeployPlan, namespace: str) -> dict[str, Node]:
         "interval": Sourced("30s", "a choice: one look per 30 s; any interval keeps the "
                             "always-valid guarantee"),
         "threshold": Sourced(1, "the gates fail only when sure: one failed check rolls back"),
-        "stepWeights": [Sourced(20, "rollout/plan.py: at or under 20% until the gates had "
+        "stepWeights": [Sourced(20, "rollout/canary_plan.py: at or under 20% until the gates had "
                                 "their sample"), 50],
         "webhooks": hooks,
     }

@@ -34,7 +34,7 @@ from infertune.hardware import HardwareInfo
 from infertune.jsonfile import read_json
 from infertune.models.variant import Manifest, read_manifest
 from infertune.report.schema import PolicyRow, Report, VariantRow
-from infertune.rollout.registry import Registry, Release
+from infertune.rollout.release_registry import Registry, Release
 from infertune.serve.routing import RoutingState
 
 SourceKind = Literal["run", "release"]

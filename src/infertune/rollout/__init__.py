@@ -2,12 +2,13 @@
 the multi-release router from it, the canary controller with always-valid gates, A/B analysis
 of business feedback, and rollback.
 
-    registry.py    immutable releases, statuses, the append-only event log
-    serving.py     registry releases -> serve.routing.Router
-    stats.py       confidence sequences valid under continuous monitoring
-    gates.py       errors, latency p95/p99, output agreement, business metric
-    observe.py     counts per release from /metrics or Prometheus
-    controller.py  steps, judge, promote or roll back; client.py speaks to the server
-    ab.py          business metric per arm, sample size, decision
-    simulate.py    a simulated server to measure the controller's error rates
+    release_registry.py  immutable releases, statuses, the append-only event log
+    serving.py           registry releases -> serve.routing.Router
+    stats.py             confidence sequences valid under continuous monitoring
+    gates.py             errors, latency p95/p99, output agreement, business metric
+    canary_plan.py       the canary's steps and sample sizes, from the measured traffic
+    observe.py           counts per release from /metrics or Prometheus
+    controller.py        steps, judge, promote or roll back; client.py speaks to the server
+    ab.py                business metric per arm, sample size, decision
+    canary_sim.py        a simulated server to measure the controller's error rates
 """

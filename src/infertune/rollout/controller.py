@@ -5,7 +5,7 @@ back.
                fix the latency thresholds (gates.P95_ANCHOR's and the p99 bucket) from them;
                with a ``Sizing`` also measure the request rate (at least ``rate_window_s``)
     plan       with a ``Sizing``: the steps and per-step samples sized from that rate so each
-               step can catch the configured effects in time (rollout/plan.py); a plan that
+               step can catch the configured effects in time (rollout/canary_plan.py); a plan that
                cannot decide in time is refused before any traffic reaches the canary
     step W%    set the weight; every ``poll_s`` read the counts since the rollout began and
                judge the gates (rollout/gates.py); any gate sure to be worse -> roll back at
@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 
 from infertune.errors import ConfigError
 from infertune.rollout.analysis import judge_counts
+from infertune.rollout.canary_plan import CanaryPlan, Sizing, measure_traffic, plan_for
 from infertune.rollout.gates import (
     METHOD,
     P95_ANCHOR,
@@ -39,7 +40,6 @@ from infertune.rollout.gates import (
     GateResult,
 )
 from infertune.rollout.observe import MetricsSource, Snapshot, threshold, threshold_near
-from infertune.rollout.plan import CanaryPlan, Sizing, measure_traffic, plan_for
 from infertune.serial import Serial
 from infertune.serve.routing import RoutingState
 

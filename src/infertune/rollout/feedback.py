@@ -22,7 +22,7 @@ from dataclasses import asdict
 import redis
 import redis.asyncio as aioredis
 
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.rollout.stats import Counts
 from infertune.serve.routing import FeedbackItem
 

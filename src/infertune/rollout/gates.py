@@ -20,7 +20,7 @@ threshold is the bucket bound with the share of the stable's requests above it n
 (P95_ANCHOR; observe.threshold_near), not its p95 bucket: for a canary whose p95 is 20%
 higher, the share above the stable's p90 moves further, in units of its sampling noise, than
 the share above its p95 (lognormal latencies, sigma 0.35: 10% -> 22% against 5% -> 13%), so
-the gate decides with about half the samples (rollout/plan.py sizes them); a change confined
+the gate decides with about half the samples (rollout/canary_plan.py sizes them); a change confined
 to the far tail is the p99 gate's. Nearest, not the bound at or below the p90: latencies
 crowded between two bounds put most requests above the lower one, and the share above it
 then judges the median, not the tail. The stable's latency is its own traffic's: the router

@@ -26,7 +26,7 @@ from typing import Any, cast
 from starlette.types import ASGIApp
 
 from infertune.config import ServePolicy
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.rollout.serving import build_router
 from infertune.serve.engines.ray_engine import RayEngine, RayOptions, serve_engine
 from infertune.serve.engines.ray_routing import RayRoutingStore, start_routing_owner

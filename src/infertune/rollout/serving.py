@@ -10,7 +10,7 @@ from infertune.config import QualityFloor, ServePolicy
 from infertune.errors import ConfigError
 from infertune.models import load
 from infertune.rollout.feedback import FeedbackStore, RedisFeedback
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.serve.app import create_app
 from infertune.serve.routing import (
     AgreementRule,

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 # Seconds: 0.5 ms .. 10 s. Between 1 ms and 1 s neighbouring bounds are at most 1.25x apart:
 # the canary's latency gates compare the share of requests above a bucket bound, so a +20%
 # p95 is visible only where the buckets are finer than 20% (they were 2.5x apart at 10-25 ms,
-# where a slowdown of 1.2x moved the share above 25 ms by 1.4 points; see rollout/plan.py).
+# where a slowdown of 1.2x moved the share above 25 ms by 1.4 points; see rollout/canary_plan.py).
 LATENCY_BUCKETS = (0.0005, 0.001, 0.00125, 0.0015, 0.00175, 0.002, 0.0025, 0.003, 0.0035,
                    0.004, 0.0045, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125, 0.015,
                    0.0175, 0.02, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.075,

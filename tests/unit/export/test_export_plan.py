@@ -16,7 +16,7 @@ from infertune.errors import ConfigError, ModelLoadError
 from infertune.export.plan import ExportRecord, Overrides, k8s_name, plan, summary
 from infertune.export.source import read_release, read_source
 from infertune.report.schema import Recommendation
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.serve.routing import RoutingEvent, RoutingState
 
 VID = "ort_int8_dynamic_per_channel"

@@ -11,7 +11,7 @@ from rollout_variants import mlp_run
 import infertune.serve
 from infertune.cli import main
 from infertune.rollout.feedback import FeedbackStore
-from infertune.rollout.registry import Registry
+from infertune.rollout.release_registry import Registry
 from infertune.serve.routing import FeedbackItem, Router
 
 

@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from infertune.errors import ConfigError
+from infertune.rollout.canary_sim import ArmModel, SimulatedRollout
 from infertune.rollout.controller import CanaryController, StepPlan
 from infertune.rollout.gates import GateConfig
 from infertune.rollout.observe import PROMQL, PrometheusMetrics
-from infertune.rollout.simulate import ArmModel, SimulatedRollout
 
 
 def _run(canary: ArmModel, seed: int = 3, **plan: object):

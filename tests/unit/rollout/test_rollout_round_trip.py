@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from infertune.rollout.ab import AbReport, Arm
+from infertune.rollout.canary_plan import CanaryPlan, GateSize, Traffic
 from infertune.rollout.controller import CanaryOutcome, StepReport
 from infertune.rollout.gates import GateResult
-from infertune.rollout.plan import CanaryPlan, GateSize, Traffic
 from infertune.rollout.stats import Interval
 
 ERRORS = GateResult(gate="errors", verdict="pass", estimate=-0.002,

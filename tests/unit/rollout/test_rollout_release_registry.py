@@ -8,7 +8,7 @@ from rollout_variants import mlp_run, mlp_variant
 
 from infertune.errors import ConfigError
 from infertune.rollout.feedback import FeedbackStore
-from infertune.rollout.registry import Registry, default_root
+from infertune.rollout.release_registry import Registry, default_root
 from infertune.rollout.stats import Counts
 from infertune.serve.routing import FeedbackItem, RoutingEvent, RoutingState
 

@@ -9,9 +9,7 @@ import math
 
 import pytest
 
-from infertune.rollout.controller import REQUIRED, CanaryController, PlanRefused, StepPlan
-from infertune.rollout.gates import GateConfig
-from infertune.rollout.plan import (
+from infertune.rollout.canary_plan import (
     Effects,
     Sizing,
     Traffic,
@@ -20,7 +18,9 @@ from infertune.rollout.plan import (
     shifted_share,
     two_arm_samples,
 )
-from infertune.rollout.simulate import ArmModel, SimulatedRollout
+from infertune.rollout.canary_sim import ArmModel, SimulatedRollout
+from infertune.rollout.controller import REQUIRED, CanaryController, PlanRefused, StepPlan
+from infertune.rollout.gates import GateConfig
 from infertune.rollout.stats import Counts, confidence_sequence
 
 # a stable measured at 20 req/s: 0.1% errors, 12% of requests above the p95 gate's threshold,
@@ -135,8 +135,8 @@ def test_a_plan_refused_leaves_the_canary_at_zero() -> None:
 
 
 def test_the_rate_is_the_routers_arrivals_when_it_counts_them() -> None:
+    from infertune.rollout.canary_plan import measure_traffic
     from infertune.rollout.observe import ReleaseCounts, parse_exposition
-    from infertune.rollout.plan import measure_traffic
 
     # a lagging server: 400 requests arrived in 20 s, 250 of them answered
     before = ReleaseCounts(requests=100, routed=100)
