@@ -24,15 +24,24 @@ All finalists' servers start at once (start-up is mostly imports, each in its ow
 stay up; one is driven at a time while the other idles. Written under <run>/confirm/: each
 finalist's policy file (``--config``) and serve log; policy.py adds confirmation.json.
 
+The winner's extension (``extend``, an ``ExtensionPlan``): the winner is chosen from the ABBA
+segments, and where its verdict at a rate is still "not shown" its server, still up, is driven
+once more at that rate for what confirm_sizing.project says would decide it, when the budget
+left holds it (confirm_sizing.plan_extensions); those answers are pooled with its ABBA ones.
+Both looks' intervals are at confirm_sizing.LOOK_CONFIDENCE, so the two looks together keep a
+wrong verdict at the single look's 5%.
+
     abba_order(2) -> [0, 1, 1, 0]           run_abba(...) drives the segments in that order
     pooled(segments, rate) -> Validation    goodput_at(validation, slo) -> req/s within the SLO
     ServedProcess                           start, wait for /readyz, read /v1/config, stop
     confirm(...) -> Confirmation            all of it; choose_winner(...) picks the winner
+    extend_winner(...) -> [Extension]       the winner's paid extensions, pooled into its arm
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import socket
@@ -40,7 +49,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +65,14 @@ from infertune.loadgen.schedules import Schedule
 from infertune.loadgen.targets import HttpTarget
 from infertune.measure.summary import quantile_sorted
 from infertune.measure.tail_interval import CONFIDENCE
-from infertune.optimize.confirm_sizing import DecisiveRun
+from infertune.optimize.confirm_sizing import (
+    LOOK_CONFIDENCE,
+    DecisiveRun,
+    Extension,
+    plan_extensions,
+    point_verdict,
+    project,
+)
 from infertune.optimize.ranking import fits_ceiling
 from infertune.optimize.serving import MIN_BLOCK_S, Validation, burst_block_s, record_intervals
 from infertune.optimize.sweep import SimStats, cost_per_1k
@@ -123,6 +139,13 @@ class Confirmation(Serial):
     seconds_at: dict[str, float] = field(default_factory=dict)
     # per rate label, the run that would decide the SLO verdict there
     decisive: dict[str, DecisiveRun] = field(default_factory=dict)
+    # the winner's extension per rate it was projected at (empty: none planned, or a run before
+    # the extension existed); a paid one's answers are pooled into the winner's ``at``
+    extensions: list[Extension] = field(default_factory=list)
+
+    def extension(self, label: str) -> Extension | None:
+        """The winner's paid extension at ``label``, if any."""
+        return next((e for e in self.extensions if e.label == label and e.paid), None)
 
     def arm(self, variant_id: str, policy_id: str) -> ServedArm | None:
         return next((a for a in self.arms if a.variant_id == variant_id
@@ -134,9 +157,11 @@ class Confirmation(Serial):
         n = val.stats.requests if val is not None else 0
         order = ",".join(chr(ord("A") + [a.key for a in self.arms].index(k)) for k in self.order)
         seconds = self.seconds_at.get(label, self.seconds_per_rate)
+        ext = self.extension(label) if arm.key == self.winner else None
+        more = (f" and the winner's extension of {ext.seconds:g} s" if ext is not None else "")
         return (f"own process (infertune serve, pid {arm.pid}; optimizer pid "
                 f"{self.optimizer_pid}), over HTTP, ABBA ({order}), {arm.segments} open-loop "
-                f"segments of {seconds:g} s pooled, n={n} at {label} rate "
+                f"segments of {seconds:g} s{more} pooled, n={n} at {label} rate "
                 "(artifact: confirm/confirmation.json)")
 
 
@@ -332,6 +357,19 @@ def drive_http(url: str, schedule: Schedule, bodies: list[dict[str, Any]], *,
 Rate = tuple[str, float, Schedule]  # ("mean" | "peak", requests/s, the seeded schedule)
 
 
+@dataclass(frozen=True)
+class ExtensionPlan:
+    """What the winner's extension may use; confirm_sizing decides what is paid."""
+
+    decisive: Mapping[str, DecisiveRun]  # per rate label
+    targets: Mapping[str, float]  # the SLO, {"p99": ms}
+    left_s: Callable[[], float]  # seconds the confirmation may still spend, asked after ABBA
+    # (label, rate, seconds) -> a seeded schedule none of the ABBA segments used
+    schedule: Callable[[str, float, float], Schedule]
+    # (label, count) -> bodies no server was sent before (the response cache is on)
+    bodies: Callable[[str, int], list[dict[str, Any]]]
+
+
 def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             bodies: dict[str, list[dict[str, Any]]], *, workdir: Path, slo: dict[str, float],
             cost_per_hour_usd: float | None, risk: Callable[[str], int],
@@ -339,9 +377,11 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             launch: Callable[[Finalist, Path], ServedProcess] = ServedProcess,
             drive_segment: Callable[..., Segment] = drive_http, request_timeout_s: float = 10.0,
             on_segment: Callable[[str, str], None] | None = None,
-            cost_ceiling_usd_per_1k: float | None = None) -> Confirmation:
-    """Start every finalist's server, drive the ready ones one at a time in ABBA order, stop
-    them all. A server that does not come up is recorded with the reason and left out.
+            cost_ceiling_usd_per_1k: float | None = None,
+            extend: ExtensionPlan | None = None) -> Confirmation:
+    """Start every finalist's server, drive the ready ones one at a time in ABBA order, pick
+    the winner, extend it where ``extend`` pays for a decision (module docstring), stop them
+    all. A server that does not come up is recorded with the reason and left out.
     ValueError when ``bodies`` holds fewer than VISITS_PER_ARM schedules' worth at a rate."""
     for label, _, sched in rates:
         if len(bodies.get(label, [])) < VISITS_PER_ARM * len(sched):
@@ -381,11 +421,12 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
                                  bodies[label][visit * n:(visit + 1) * n],
                                  timeout_s=request_timeout_s)
 
+        confidence = LOOK_CONFIDENCE if extend is not None else CONFIDENCE
         if live:
             order, segments = run_abba(len(live), labels, drive)
             conf.order = [arms[live[k]].key for k in order]
             for k, i in enumerate(live):
-                arms[i].at = {label: pooled(segs, rate,
+                arms[i].at = {label: pooled(segs, rate, confidence=confidence,
                                             block_s=burst_block_s(by_label[label].spec))
                               for (label, rate), segs in zip(labels, segments[k].values(),
                                                              strict=True)}
@@ -393,13 +434,50 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
                 conf.notes += [f"{arms[i].key} at {label} as served: {'; '.join(v.warnings)}"
                                f" (log: {procs[i].log_file})"
                                for label, v in arms[i].at.items() if v.stats.shed > 0.5]
+        conf.arms = arms
+        conf.winner = choose_winner([a for a in arms if a.error is None], slo,
+                                    cost_per_hour_usd, risk, cost_ceiling_usd_per_1k)
+        if extend is not None and conf.winner is not None:
+            k = next(k for k, i in enumerate(live) if arms[i].key == conf.winner)
+            i = live[k]
+
+            def drive_more(sched: Schedule, label: str) -> Segment:
+                if on_segment is not None:
+                    on_segment(arms[i].key, f"{label} (extension)")
+                return drive_segment(procs[i].url, sched, extend.bodies(label, len(sched)),
+                                     timeout_s=request_timeout_s)
+
+            conf.extensions = extend_winner(arms[i], segments[k], dict(labels), extend,
+                                            drive_more)
     finally:
         for proc in procs:
             proc.stop()
-    conf.arms = arms
-    conf.winner = choose_winner([a for a in arms if a.error is None], slo, cost_per_hour_usd,
-                                risk, cost_ceiling_usd_per_1k)
     return conf
+
+
+def extend_winner(arm: ServedArm, segments: Mapping[str, list[Segment]],
+                  rates: Mapping[str, float], plan: ExtensionPlan,
+                  drive: Callable[[Schedule, str], Segment]) -> list[Extension]:
+    """The winner's extensions (module docstring): projected from its ABBA figures, paid
+    cheapest first within ``plan.left_s()``, each paid one driven by ``drive`` and pooled with
+    the ABBA segments into ``arm.at`` (so the report's figures for the winner are the pooled
+    ones); the extensions, paid or not, with the verdict after pooling."""
+    projected = [project(label, arm.at[label], plan.targets, plan.decisive[label])
+                 for label in rates if label in arm.at and label in plan.decisive]
+    out = []
+    for ext in plan_extensions(projected, plan.left_s()):
+        if not ext.paid:
+            out.append(ext)
+            continue
+        rate = rates[ext.label]
+        sched = plan.schedule(ext.label, rate, ext.seconds)
+        more = drive(sched, ext.label)
+        val = pooled([*segments[ext.label], more], rate, confidence=LOOK_CONFIDENCE,
+                     block_s=burst_block_s(sched.spec))
+        arm.at[ext.label] = val
+        out.append(dataclasses.replace(ext, verdict_after=point_verdict(val, plan.targets),
+                                       requests_after=val.stats.requests))
+    return out
 
 
 TIE = 0.02  # goodputs (and costs) within 2% of the best are a tie: a load test's noise

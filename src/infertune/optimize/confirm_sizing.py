@@ -9,8 +9,8 @@ the traffic's burst blocks (serving.burst_block_s).
 The ABBA segments (``segment_seconds``) split the decisive run over an arm's visits, all shrunk
 by one factor when the budget cannot pay for every finalist to get it.
 
-The extension (``project``, ``plan_extensions``; NOT YET CALLED by the confirmation, which
-still looks once, at 95%): after ABBA the winner's verdict at a rate is
+The extension (``project``, ``plan_extensions``; confirm_served.extend_winner drives it): after
+ABBA the winner's verdict at a rate is
 meets / misses / not shown (``point_verdict``, the rule report/run_slo.py prints). Where it is not
 shown, the interval's half-width on the side that faces the target shrinks as 1/sqrt(n), so the
 answers that would decide it with 80% power are about
@@ -19,10 +19,13 @@ answers that would decide it with 80% power are about
 
 (and never fewer than the decisive run's count, which the tail rule and the burst blocks need).
 An estimate on the target never decides: it is not paid. Affordable projections are paid
-cheapest first while the budget left holds them; the rest are recorded with what they would
-cost. The confirmation looks at the data at most twice (after ABBA, after the extension), so
-every look's interval is at LOOK_CONFIDENCE (97.5%, Bonferroni): a wrong "meets" or "misses"
-over both looks stays at most the single look's 5%.
+cheapest first while the budget left holds them (each decision is worth the same to the user,
+and each is projected at the same 80% power, so the cheapest has the highest expected value per
+second); the rest are recorded with what they would cost.
+
+The confirmation looks at the data at most twice (after ABBA, after the extension), so every
+look's interval is at LOOK_CONFIDENCE (97.5%, Bonferroni): a wrong "meets" or "misses" over
+both looks stays at most the single look's 5%.
 
     decisive_run(label, targets, traffic, rate) -> DecisiveRun
     segment_seconds(runs, arms=, visits=, left_s=, start_s=, minimum_s=) -> {label: seconds}
@@ -87,18 +90,28 @@ def decisive_run(label: str, targets: dict[str, float], traffic: TrafficFacts,
 
 
 def segment_seconds(runs: Sequence[DecisiveRun], *, arms: int, visits: int, left_s: float,
-                    start_s: float, minimum_s: float) -> dict[str, float]:
-    """One ABBA segment's length per rate label. The decisive run split over an arm's
-    ``visits``, all scaled down by one factor when ``left_s`` (the budget left for the
-    confirmation: ``arms`` x ``visits`` segments per rate, a drain each, plus ``start_s``)
-    cannot pay for them, never under ``minimum_s``."""
+                    start_s: float, minimum_s: float, extend: bool = False) -> dict[str, float]:
+    """One ABBA segment's length per rate label: the decisive run split over an arm's
+    ``visits`` when ``left_s`` (the budget left for the confirmation: ``arms`` x ``visits``
+    segments per rate, a drain each, plus ``start_s``) pays for every arm to get it; else all
+    scaled down by one factor, never under ``minimum_s``.
+
+    The factor: without ``extend``, what makes the segments fit ``left_s``. With ``extend``
+    (the winner alone is then topped up to the decisive run, see the module docstring) the
+    budget first holds one decisive run per rate and the ABBA segments share what is left:
+    a rate then costs D + (arms - 1) x visits x s instead of arms x visits x s, so the ABBA
+    segments are shorter and the winner's verdict can still be decided."""
     want = {r.label: max(minimum_s, r.duration_s / visits) for r in runs}
     segments = arms * visits
     pay = left_s - start_s - segments * len(want) * DRAIN_S
     total = segments * sum(want.values())
     if total <= pay or total <= 0:
         return want
-    scale = max(0.0, pay) / total
+    if extend and arms > 1:
+        decisive = sum(r.duration_s for r in runs) + len(want) * DRAIN_S
+        scale = max(0.0, pay - decisive) / ((arms - 1) * visits * sum(want.values()))
+    else:
+        scale = max(0.0, pay) / total
     return {label: round(max(minimum_s, s * scale), 1) for label, s in want.items()}
 
 

@@ -13,6 +13,7 @@ from infertune.optimize.choice import floor_margin, variant_risk
 from infertune.optimize.confirm_served import (
     VISITS_PER_ARM,
     Confirmation,
+    ExtensionPlan,
     Finalist,
     abba_order,
     confirm,
@@ -73,14 +74,24 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
     seconds = segment_seconds(
         decisive, arms=len(finals), visits=VISITS_PER_ARM,
         left_s=budget.left() - NEED_AFTER_DECISIVE_S, start_s=NEED_SERVE_START_S,
-        minimum_s=CONFIRM_QUICK_S if state.options.quick else CONFIRM_S)
+        minimum_s=CONFIRM_QUICK_S if state.options.quick else CONFIRM_S, extend=True)
     rates = [(d.label, d.rate, schedule_for(sc.traffic, d.rate, seed=seed,
                                             duration_s=seconds[d.label])) for d in decisive]
     need = NEED_SERVE_START_S + len(finals) * VISITS_PER_ARM * sum(s + 1.0
                                                                    for s in seconds.values())
-    bodies = {label: request_bodies(state.options.data.inputs, VISITS_PER_ARM * len(sched),
-                                    seed=seed)
+    inputs = state.options.data.inputs
+    bodies = {label: request_bodies(inputs, VISITS_PER_ARM * len(sched), seed=seed)
               for label, _, sched in rates}
+    sent = {label: len(b) for label, b in bodies.items()}
+    extend = ExtensionPlan(
+        decisive={d.label: d for d in decisive}, targets=sc.slo.targets(),
+        left_s=lambda: budget.left() - NEED_AFTER_DECISIVE_S,
+        # a seed of its own, so the extension's arrivals are not the ABBA segments' again
+        schedule=lambda label, rate, s: schedule_for(sc.traffic, rate, seed=seed + 1,
+                                                     duration_s=s),
+        # the same seeded order continued: texts no finalist was sent
+        bodies=lambda label, count: request_bodies(inputs, sent[label] + count,
+                                                   seed=seed)[sent[label]:])
     run = RunRecord.from_state(state)
     risks = {c.variant_id: LEVELS.index(variant_risk(c, floor_margin(run, c), _manifest(
         state, c.variant_id)).level) for c in state.candidates}
@@ -97,17 +108,15 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
                        start_timeout_s=min(START_TIMEOUT_S,
                                            budget.left() - need + NEED_SERVE_START_S),
                        on_segment=lambda key, label: progress.tick(f"as served: {key} at "
-                                                                   f"{label}"))
+                                                                   f"{label}"),
+                       extend=extend)
     except OSError as exc:  # e.g. the run folder not writable: the pre-screen stands
         state.skip(what, f"could not run it ({exc}); the recommendation's figures are the "
                    "in-process pre-screen's")
         return None
     conf.seed = seed  # closed_loop.py replays these schedules and bodies
     conf.decisive = {d.label: d for d in decisive}
-    conf.notes += [f"at the {d.label} rate, only {VISITS_PER_ARM * seconds[d.label]:g} s of the "
-                   f"{d.duration_s:g} s that decide the SLO verdict fitted the budget; the run "
-                   f"that decides it: {d.text()}" for d in decisive
-                   if VISITS_PER_ARM * seconds[d.label] < d.duration_s - 0.05]
+    conf.notes += [ext.text() for ext in conf.extensions if ext.verdict_before == "not shown"]
     state.confirmation = conf
     state.notes.extend(conf.notes)
     write_json(state.paths.root / "confirm" / "confirmation.json", conf.to_dict())

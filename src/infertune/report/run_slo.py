@@ -148,10 +148,12 @@ def percentile_checks(val: Validation, slo: dict[str, float], hw: str,
         found, why = verdict(interval, target)
         out.append(PercentileCheck(
             key=key, target_ms=target, value=round(interval.value, 3),
-            low=_r(interval.low), high=_r(interval.high), samples=interval.samples,
-            blocks=interval.blocks, block_s=interval.block_s, verdict=found, why=why,
-            basis=f"{what}, measured on {hw} with {interval.samples} samples; 95% interval: "
-                  "hull of the order-statistic and the time-block bootstrap intervals",
+            low=_r(interval.low), high=_r(interval.high), confidence=interval.confidence,
+            samples=interval.samples, blocks=interval.blocks, block_s=interval.block_s,
+            verdict=found, why=why,
+            basis=f"{what}, measured on {hw} with {interval.samples} samples; "
+                  f"{percent(interval.confidence)} interval: hull of the order-statistic and "
+                  "the time-block bootstrap intervals",
             artifact=artifact))
     return out
 
@@ -172,6 +174,11 @@ def decisive_text(run: RunRecord, label: str, rate: float) -> str:
     if conf is not None and label in conf.decisive:
         return conf.decisive[label].text()
     return decisive_run(label, best_slo(run), run.scenario.traffic, rate).text()
+
+
+def percent(confidence: float) -> str:
+    """0.975 -> '97.5%', 0.95 -> '95%'."""
+    return f"{round(confidence * 100, 1):g}%"
 
 
 def _r(value: float | None) -> float | None:
@@ -219,7 +226,8 @@ def _shown(point: SloPoint) -> str:
     def one(c: PercentileCheck) -> str:
         low = f"{c.low:.1f}" if c.low is not None else "?"
         high = f"{c.high:.1f}" if c.high is not None else "unbounded"
-        return f"{c.key} {c.value:.1f} ms (95% CI {low}-{high}) against {c.target_ms:g} ms"
+        return (f"{c.key} {c.value:.1f} ms ({percent(c.confidence)} CI {low}-{high}) against "
+                f"{c.target_ms:g} ms")
     shed = (f", {point.shed.value:g}% not answered" if point.shed is not None
             and point.shed.value else "")
     return ", ".join(one(c) for c in point.checks) + shed

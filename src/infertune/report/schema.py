@@ -277,15 +277,19 @@ TargetVerdict = Literal["meets", "misses", "not shown"]
 
 
 class PercentileCheck(_Model):
-    """One SLO percentile at one rate against its target: the measured value with its 95%
-    interval (measure/tail_interval.py; ``high`` None: no upper bound, too few answers in the
-    tail) and the verdict it allows: meets only wholly below, misses only wholly above."""
+    """One SLO percentile at one rate against its target: the measured value with its
+    interval at ``confidence`` (measure/tail_interval.py; ``high`` None: no upper bound, too few
+    answers in the tail) and the verdict it allows: meets only wholly below, misses only wholly
+    above."""
 
     key: str  # "p95"
     target_ms: float
     value: float
     low: float | None = None
     high: float | None = None
+    # 0.975 when the confirmation may look twice (confirm_sizing.LOOK_CONFIDENCE); reports
+    # before it was recorded were all 95%
+    confidence: float = Field(default=0.95, gt=0, lt=1)
     samples: int = Field(ge=1)
     blocks: int = Field(ge=0)
     block_s: float

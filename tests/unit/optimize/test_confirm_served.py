@@ -17,6 +17,7 @@ from infertune.measure.tail_interval import TailInterval
 from infertune.optimize.confirm_served import (
     VISITS_PER_ARM,
     Confirmation,
+    ExtensionPlan,
     Finalist,
     Segment,
     ServedArm,
@@ -30,6 +31,7 @@ from infertune.optimize.confirm_served import (
     request_bodies,
     run_abba,
 )
+from infertune.optimize.confirm_sizing import DecisiveRun
 from infertune.optimize.serving import Validation
 from infertune.optimize.sweep import SimStats
 from infertune.report.run_report import build_run_report
@@ -306,3 +308,74 @@ def test_no_server_is_sent_a_text_twice_and_every_arm_the_same_texts(tmp_path: P
         confirm(finals, rates, {"mean": bodies["mean"][:10]}, workdir=tmp_path, slo=SLO,
                 cost_per_hour_usd=0.1, risk=lambda v: 0, start_timeout_s=1.0, launch=_Fake,
                 drive_segment=drive)
+
+
+def _extension_plan(left_s: float, texts: list[str], sent: int) -> ExtensionPlan:
+    # p95 alone: 600 answers put 30 above it; the ABBA segments (20 answers) cannot decide it
+    run = DecisiveRun("mean", 10.0, 600, 60.0, 1.0, "p95")
+    return ExtensionPlan(decisive={"mean": run}, targets={"p95": 50.0}, left_s=lambda: left_s,
+                         schedule=lambda label, rate, s: _schedule(s),
+                         bodies=lambda label, n: request_bodies(texts, sent + n,
+                                                                seed=3)[sent:])
+
+
+def test_the_winner_alone_is_extended_until_its_verdict_is_decided(tmp_path: Path) -> None:
+    finals = [Finalist("int8", "b4", {"max_batch_size": 4}, tmp_path / "int8"),
+              Finalist("fp32", "b1", {"max_batch_size": 1}, tmp_path / "fp32")]
+    _Fake.fail = set()
+    sent: dict[str, list[str]] = {}
+
+    def drive(url: str, schedule: Schedule, bodies: list[dict[str, Any]],
+              timeout_s: float) -> Segment:
+        assert len(bodies) == len(schedule)
+        sent.setdefault(url, []).extend(b["inputs"][0] for b in bodies)
+        return seg([10.0] * len(schedule), duration_s=schedule.duration_s)
+
+    texts = [f"sentence {i}" for i in range(1000)]
+    rates = [("mean", 10.0, _schedule(1.0))]
+    bodies = {"mean": request_bodies(texts, VISITS_PER_ARM * 10, seed=3)}
+    conf = confirm(finals, rates, bodies, workdir=tmp_path, slo={"p95": 50.0},
+                   cost_per_hour_usd=0.1, risk=lambda v: 0 if v == "fp32" else 1,
+                   start_timeout_s=1.0, launch=_Fake, drive_segment=drive,
+                   extend=_extension_plan(1000.0, texts, 20))
+    assert conf.winner == "fp32/b1"
+    [ext] = conf.extensions
+    assert (ext.verdict_before, ext.paid, ext.requests_before) == ("not shown", True, 20)
+    assert ext.requests_needed == 600 and ext.seconds == 58.0  # (600 - 20) at 10 requests/s
+    assert ext.verdict_after == "meets" and ext.requests_after == 600
+    winner, loser = conf.arm("fp32", "b1"), conf.arm("int8", "b4")
+    assert winner is not None and loser is not None
+    assert winner.at["mean"].stats.requests == 600  # the extension pooled into the winner
+    assert loser.at["mean"].stats.requests == 20  # the loser is never extended
+    assert winner.at["mean"].intervals["p95"].confidence == 0.975  # two looks, Bonferroni
+    assert "extension of 58 s" in conf.how(winner, "mean")
+    assert "extension" not in conf.how(loser, "mean")
+    by_url = list(sent.values())
+    assert sorted(len(v) for v in by_url) == [20, 600]
+    assert all(len(set(v)) == len(v) for v in by_url)  # no text twice, extension included
+    assert Confirmation.from_dict(conf.to_dict()).to_dict() == conf.to_dict()
+
+
+def test_an_extension_the_budget_cannot_hold_is_not_run_and_says_what_it_needs(
+        tmp_path: Path) -> None:
+    finals = [Finalist("int8", "b4", {"max_batch_size": 4}, tmp_path / "int8")]
+    _Fake.fail = set()
+    driven: list[int] = []
+
+    def drive(url: str, schedule: Schedule, bodies: list[dict[str, Any]],
+              timeout_s: float) -> Segment:
+        driven.append(len(schedule))
+        return seg([10.0] * len(schedule), duration_s=schedule.duration_s)
+
+    texts = [f"sentence {i}" for i in range(100)]
+    conf = confirm(finals, [("mean", 10.0, _schedule(1.0))],
+                   {"mean": request_bodies(texts, 20, seed=3)}, workdir=tmp_path,
+                   slo={"p95": 50.0}, cost_per_hour_usd=0.1, risk=lambda v: 0,
+                   start_timeout_s=1.0, launch=_Fake, drive_segment=drive,
+                   extend=_extension_plan(30.0, texts, 20))
+    assert driven == [10, 10]  # the two ABBA visits only
+    [ext] = conf.extensions
+    assert not ext.paid and ext.verdict_after is None
+    assert "58 s more at 10 requests/s did not fit the 30 s of budget left" in ext.text()
+    arm = conf.arm("int8", "b4")
+    assert arm is not None and arm.at["mean"].stats.requests == 20

@@ -68,6 +68,21 @@ def test_segments_split_the_decisive_run_and_shrink_to_the_budget() -> None:
     assert short == {"mean": round(75 * 167 / 400, 1), "peak": round(25 * 167 / 400, 1)}
     broke = segment_seconds(runs, arms=2, visits=2, left_s=10, start_s=25, minimum_s=4)
     assert broke == {"mean": 4, "peak": 4}
+    # with the winner's extension the budget first holds one decisive run per rate (150 + 50 s
+    # and 2 drains): of 367 s to pay, 165 are left for the ABBA segments beyond the winner's
+    # share, so the segments take 75 * 165 / 200 at mean (one arm's extra 2 visits per rate)
+    ext = segment_seconds(runs, arms=2, visits=2, left_s=400, start_s=25, minimum_s=4,
+                          extend=True)
+    assert ext == {"mean": round(75 * 165 / 200, 1), "peak": round(25 * 165 / 200, 1)}
+    without = segment_seconds(runs, arms=2, visits=2, left_s=400, start_s=25, minimum_s=4)
+    assert ext["mean"] < without["mean"]  # shorter ABBA: the rest pays the winner's top-up
+    # a budget under one decisive run leaves the ABBA segments at their minimum
+    assert segment_seconds(runs, arms=2, visits=2, left_s=200, start_s=25, minimum_s=4,
+                           extend=True) == {"mean": 4, "peak": 4}
+    # one finalist: its own segments are its top-up, the plain scaling holds
+    assert segment_seconds(runs, arms=1, visits=2, left_s=150, start_s=25, minimum_s=4,
+                           extend=True) == segment_seconds(runs, arms=1, visits=2, left_s=150,
+                                                           start_s=25, minimum_s=4)
 
 
 def test_a_rate_of_zero_is_a_clear_error() -> None:
@@ -163,3 +178,22 @@ def test_extensions_are_paid_cheapest_first_while_the_budget_holds() -> None:
     both = plan_extensions([ext("mean", 20.0), ext("peak", 30.0)], left_s=60.0)
     assert all(e.paid for e in both)
     assert Extension.from_dict(both[0].to_dict()) == both[0]
+
+
+def test_the_report_states_the_confidence_its_intervals_were_taken_at(tmp_path: Path) -> None:
+    # the confirmation that may extend looks twice, each look at 97.5%: the report must not
+    # call those 95% intervals
+    run = record(tmp_path)
+    assert run.sweep is not None
+    stats = SimStats(30, 7.0, 40.0, 70.0, shed=0.0, requests=4000)
+    run.validations = {validation_key("int8", run.sweep.best.policy_id, "peak"): Validation(
+        stats, 29.5, 0.4, 130.0, [], intervals={
+            "p95": TailInterval(0.95, 40.0, 35.0, 45.0, 4000, 130, 1.0, confidence=0.975),
+            "p99": TailInterval(0.99, 70.0, 60.0, 75.0, 4000, 130, 1.0, confidence=0.975)})}
+    check = build_run_report(run).slo_check
+    assert check is not None
+    peak = next(p for p in check.points if p.label == "peak")
+    assert [c.confidence for c in peak.checks] == [0.975, 0.975]
+    assert peak.verdict == "meets"
+    assert "p99 70.0 ms (97.5% CI 60.0-75.0) against 80 ms" in (check.verdict or "")
+    assert "97.5% interval" in peak.checks[1].basis
