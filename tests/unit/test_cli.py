@@ -169,7 +169,7 @@ def test_internal_error_exits_3_and_names_the_log(monkeypatch: pytest.MonkeyPatc
 ])
 def test_serve_warns_when_a_variant_int8_scheme_saturates_here(
         machine: str, scheme: dict | None, warned: bool, tmp_path: Path) -> None:
-    from infertune.cli.serve import int8_warnings
+    from infertune.cli.serving import int8_warnings
     from infertune.models.variant import Manifest, PassRecord
 
     passes = [PassRecord("ort_fp32")]

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from infertune.config import ServePolicy
     from infertune.loadgen.result import LoadResult
     from infertune.loadgen.schedules import ScheduleSpec
+    from infertune.models.base import ModelInfo
     from infertune.optimize.search import Progress
     from infertune.report.schema import Report
 
@@ -202,6 +203,9 @@ class Server:
     host: str
     port: int
     warnings: tuple[str, ...] = ()
+    model: ModelInfo | None = None  # the served model's id, version and runtime
+    model_threads: int | None = None  # intra-op threads per worker (torch); None: the runtime's
+    worker_processes: bool = False  # batches run in child processes, not worker threads
     ready_timeout_s: float = READY_TIMEOUT_S
     _uvicorn: Any = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
@@ -263,32 +267,48 @@ def _wait_until(deadline: float, what: str) -> None:
     time.sleep(0.05)
 
 
-def serve(options: ServeOptions | Path | str) -> Server:
-    """Load the model and build the server as ``infertune serve`` does (the same policy
-    layers, exposure check, INT8 and thread sizing), ready to ``run()`` or enter. The
-    release router (``--stable``/``--canary``) and ``--engine ray`` stay with the command."""
-    from infertune.cli._common import quiet_libraries
-    from infertune.cli.serve import (
+@dataclass(frozen=True)
+class ServeSetup:
+    """What serving needs before the model loads: the options, the model reference the target
+    resolved to, the merged policy and the warnings to print at start and show on /readyz."""
+
+    options: ServeOptions
+    model_ref: str
+    policy: ServePolicy
+    warnings: tuple[str, ...]
+
+
+def prepare_serve(options: ServeOptions) -> ServeSetup:
+    """Resolve the target and merge the policy layers (cli/serving.py); refuse an exposed
+    address without an API key (ConfigError) and warn of an INT8 scheme this CPU saturates."""
+    from infertune.cli.serving import (
         build_policy,
         exposure_warnings,
         int8_warnings,
         resolve_target,
-        size_model_threads,
     )
+    from infertune.config import ServePolicy
+    from infertune.hardware import detect
+
+    model_ref, report_policy = resolve_target(str(options.target))
+    policy = build_policy(report_policy, options.config, options.policy or ServePolicy())
+    warnings = exposure_warnings(options.host, policy, options.insecure_no_auth)
+    warnings += int8_warnings(model_ref, detect(with_gpus=False))
+    return ServeSetup(options, model_ref, policy, tuple(warnings))
+
+
+def build_server(setup: ServeSetup) -> Server:
+    """Load the model (and the cascade's fast one), size its threads and build the app."""
+    from infertune.cli._common import quiet_libraries
+    from infertune.cli.serving import size_model_threads
     from infertune.hardware import detect
     from infertune.models import load
     from infertune.serve import create_app
-    from infertune.serve.model_processes import ModelSource
+    from infertune.serve.model_processes import ModelSource, uses_processes
 
-    if not isinstance(options, ServeOptions):
-        options = ServeOptions(options)
-    model_ref, report_policy = resolve_target(str(options.target))
-    overrides = options.policy.model_dump(exclude_unset=True) if options.policy else {}
-    policy = build_policy(report_policy, options.config, overrides)
-    warnings = exposure_warnings(options.host, policy, options.insecure_no_auth)
-    warnings += int8_warnings(model_ref, detect(with_gpus=False))
+    options, policy = setup.options, setup.policy
     quiet_libraries()
-    adapter = load(model_ref)
+    adapter = load(setup.model_ref)
     fast = load(options.fast_model) if options.fast_model else None
     if fast is not None:
         from infertune.serve.cascade import without_spinning
@@ -296,10 +316,23 @@ def serve(options: ServeOptions | Path | str) -> Server:
         adapter, fast = without_spinning(adapter, fast)
     adapter, threads = size_model_threads(adapter, policy,
                                           detect(with_gpus=False).effective_cores)
-    source = ModelSource(model_ref, adapter.info.version,
+    source = ModelSource(setup.model_ref, adapter.info.version,
                          threads if adapter.info.runtime == "torch" else None)
-    app = create_app(adapter, policy, fast_adapter=fast, warnings=warnings, model_source=source)
-    return Server(app, policy, model_ref, options.host, options.port, tuple(warnings))
+    app = create_app(adapter, policy, fast_adapter=fast, warnings=list(setup.warnings),
+                     model_source=source)
+    return Server(app, policy, setup.model_ref, options.host, options.port, setup.warnings,
+                  model=adapter.info, model_threads=threads,
+                  worker_processes=uses_processes(policy.worker_kind, adapter.info.runtime,
+                                                  source))
+
+
+def serve(options: ServeOptions | Path | str) -> Server:
+    """Load the model and build the server as ``infertune serve`` does (the same policy
+    layers, exposure check, INT8 and thread sizing), ready to ``run()`` or enter. The
+    release router (``--stable``/``--canary``) and ``--engine ray`` stay with the command."""
+    if not isinstance(options, ServeOptions):
+        options = ServeOptions(options)
+    return build_server(prepare_serve(options))
 
 
 # ---------------------------------------------------------------------------------- loadtest

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from infertune.cli import main
-from infertune.cli.serve import build_policy, resolve_target
+from infertune.cli.serving import build_policy, policy_layer, resolve_target
+from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 
 
@@ -26,19 +27,21 @@ def test_run_folder_serves_the_recommended_variant_with_its_policy(tmp_path: Pat
     })
     ref, policy = resolve_target(str(run))
     assert ref == str(run / "variants" / "onnx-int8")
-    assert policy == {"max_batch_size": 16, "max_wait_ms": 4.0}
-    assert resolve_target("minilm") == ("minilm", {})
+    assert policy.model_dump(exclude_unset=True) == {"max_batch_size": 16, "max_wait_ms": 4.0}
+    ref, policy = resolve_target("minilm")
+    assert (ref, policy.model_dump(exclude_unset=True)) == ("minilm", {})
 
 
 def test_run_folder_deadline_defaults_to_the_scenario_slo(tmp_path: Path) -> None:
     run = _run_folder(tmp_path, {"recommendation": {"variant_id": "onnx-int8"},
                                  "serving": {"policy": {"max_batch_size": 4}}})
     (run / "scenario.yaml").write_text("slo: {p95_ms: 15, p99_ms: 30}\n")
-    assert resolve_target(str(run))[1] == {"max_batch_size": 4, "timeout_ms": 300.0}
+    assert resolve_target(str(run))[1].model_dump(exclude_unset=True) == {
+        "max_batch_size": 4, "timeout_ms": 300.0}
     explicit = _run_folder(tmp_path / "x", {"recommendation": {"variant_id": "onnx-int8"},
                                             "serving": {"policy": {"timeout_ms": 50}}})
     (explicit / "scenario.yaml").write_text("slo: {p99_ms: 30}\n")
-    assert resolve_target(str(explicit))[1] == {"timeout_ms": 50}
+    assert resolve_target(str(explicit))[1].model_dump(exclude_unset=True) == {"timeout_ms": 50}
 
 
 def test_run_folder_errors_name_the_fix(tmp_path: Path) -> None:
@@ -54,20 +57,20 @@ def test_run_folder_errors_name_the_fix(tmp_path: Path) -> None:
 def test_policy_layers_report_then_file_then_flags(tmp_path: Path) -> None:
     config = tmp_path / "serve.yaml"
     config.write_text("max_batch_size: 32\nmax_queue: 64\ncache_size: 10\n")
-    policy = build_policy({"max_batch_size": 16, "max_wait_ms": 4.0}, config,
-                          {"max_queue": 8, "max_wait_ms": None})
+    policy = build_policy(ServePolicy(max_batch_size=16, max_wait_ms=4.0), config,
+                          policy_layer({"max_queue": 8, "max_wait_ms": None}))
     assert (policy.max_batch_size, policy.max_wait_ms, policy.max_queue, policy.cache_size) == (
         32, 4.0, 8, 10)
     config.write_text("max_batch: 3\n")
     with pytest.raises(ConfigError, match="unknown serving policy field 'max_batch'"):
-        build_policy({}, config, {})
+        build_policy(ServePolicy(), config, ServePolicy())
     with pytest.raises(ConfigError, match="max_batch_size = 0"):
-        build_policy({}, None, {"max_batch_size": 0})
+        policy_layer({"max_batch_size": 0})
     config.write_text("worker_kind: fibers\n")
     with pytest.raises(ConfigError, match="worker_kind = 'fibers'.*'auto', 'thread' or 'process'"):
-        build_policy({}, config, {})
+        build_policy(ServePolicy(), config, ServePolicy())
     with pytest.raises(ConfigError, match="not found"):
-        build_policy({}, tmp_path / "missing.yaml", {})
+        build_policy(ServePolicy(), tmp_path / "missing.yaml", ServePolicy())
 
 
 def test_cli_reports_a_missing_model_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,8 +82,7 @@ def test_cli_reports_a_missing_model_in_one_line(capsys: pytest.CaptureFixture[s
 def test_torch_threads_are_sized_to_cores_per_worker() -> None:
     import torch
 
-    from infertune.cli.serve import size_model_threads
-    from infertune.config import ServePolicy
+    from infertune.cli.serving import size_model_threads
 
     class Info:
         runtime = "torch"
@@ -111,8 +113,7 @@ def test_a_public_bind_without_a_key_refuses_to_start(capsys) -> None:
 
 
 def test_exposure_rules() -> None:
-    from infertune.cli.serve import exposure_warnings
-    from infertune.config import ServePolicy
+    from infertune.cli.serving import exposure_warnings
 
     open_policy, keyed = ServePolicy(), ServePolicy(api_key_env="K")
     for loopback in ("127.0.0.1", "localhost", "::1", "[::1]", "127.8.9.1"):
@@ -135,11 +136,12 @@ def test_serve_help_states_the_default_overload_bound(capsys) -> None:
 def test_keep_cores_awake_from_serve_yaml_or_the_flag(tmp_path: Path, capsys) -> None:
     config = tmp_path / "serve.yaml"
     config.write_text("keep_cores_awake: true\n")
-    assert build_policy({}, config, {"keep_cores_awake": None}).keep_cores_awake
-    assert build_policy({}, None, {"keep_cores_awake": True}).keep_cores_awake
-    assert not build_policy({}, None, {"keep_cores_awake": None}).keep_cores_awake  # default off
+    unset, on = policy_layer({"keep_cores_awake": None}), policy_layer({"keep_cores_awake": True})
+    assert build_policy(ServePolicy(), config, unset).keep_cores_awake
+    assert build_policy(ServePolicy(), None, on).keep_cores_awake
+    assert not build_policy(ServePolicy(), None, ServePolicy()).keep_cores_awake  # default off
     config.write_text("keep_cores_awake: sometimes\n")
     with pytest.raises(ConfigError, match="keep_cores_awake"):
-        build_policy({}, config, {})
+        build_policy(ServePolicy(), config, ServePolicy())
     main(["serve", "--help"])
     assert "--keep-cores-awake" in capsys.readouterr().out
