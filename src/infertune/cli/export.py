@@ -18,7 +18,7 @@ from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 
 if TYPE_CHECKING:
-    from infertune.export.plan import DeployPlan
+    from infertune.export.deploy_plan import DeployPlan
     from infertune.serve.alerts import AlertThresholds
 
 
@@ -47,7 +47,7 @@ def alert_thresholds_for(ref: str, policy: ServePolicy) -> AlertThresholds:
     """The alert thresholds `infertune serve REF` writes: for a run folder, the same inputs
     the export uses (the SLO and the measured capacity of report.json) with the policy being
     served; for anything else, the SLO alone (none: no latency rule)."""
-    from infertune.export.plan import measured_capacity  # the serve extra: see export()
+    from infertune.export.deploy_plan import measured_capacity  # the serve extra: see export()
     from infertune.export.source import read_source
     from infertune.serve.alerts import AlertThresholds, run_slo
 
@@ -107,9 +107,9 @@ def register(app: typer.Typer) -> None:
         # export/ reaches serve/ (alert rules), whose package needs the serve extra
         # (starlette, prometheus_client): imported when the command runs, so the rest of the
         # CLI starts without it
+        from infertune.export.deploy_plan import Overrides, plan, summary
         from infertune.export.kserve import write_kserve
         from infertune.export.kubernetes import write_kubernetes
-        from infertune.export.plan import Overrides, plan, summary
         from infertune.export.source import read_release, read_source
         from infertune.export.triton import write_triton
 

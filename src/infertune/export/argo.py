@@ -23,8 +23,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from infertune.export.deploy_plan import DeployPlan, Sourced
 from infertune.export.kubernetes import header, labels
-from infertune.export.plan import DeployPlan, Sourced
 from infertune.export.yamlemit import Node, dump
 
 ANALYSIS_PORT = 8080

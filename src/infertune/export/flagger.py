@@ -22,8 +22,8 @@ import shutil
 from pathlib import Path
 
 from infertune.export.argo import analysis_endpoint, analysis_url
+from infertune.export.deploy_plan import DeployPlan, Sourced
 from infertune.export.kubernetes import PORT, header, labels
-from infertune.export.plan import DeployPlan, Sourced
 from infertune.export.yamlemit import Node, dump
 
 FLAGGER_LABEL = "app_kubernetes_io_name"

@@ -15,8 +15,8 @@ import math
 import shutil
 from pathlib import Path
 
+from infertune.export.deploy_plan import DeployPlan, Sourced
 from infertune.export.kubernetes import PORT, configmap, deployment, header, labels
-from infertune.export.plan import DeployPlan, Sourced
 from infertune.export.yamlemit import Node, dump
 
 

@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-from infertune.export.plan import DeployPlan, Sourced
+from infertune.export.deploy_plan import DeployPlan, Sourced
 from infertune.export.yamlemit import Node, dump
 from infertune.serve.alerts import rule_groups, rules_yaml
 

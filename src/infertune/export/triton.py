@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infertune.errors import ConfigError
-from infertune.export.plan import DeployPlan, Sourced
+from infertune.export.deploy_plan import DeployPlan, Sourced
 from infertune.export.triton_openvino import openvino_io, openvino_parameters, write_openvino_model
 from infertune.jsonfile import write_json
 from infertune.models.gpu import OrtGpuSettings

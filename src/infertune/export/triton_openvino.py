@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from infertune.errors import ConfigError
-from infertune.export.plan import DeployPlan
+from infertune.export.deploy_plan import DeployPlan
 
 # OpenVINO element type names -> Triton data types
 OV_TO_TRITON = {"f32": "TYPE_FP32", "f16": "TYPE_FP16", "bf16": "TYPE_BF16", "i64": "TYPE_INT64",

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infertune.export.plan import Sourced
+from infertune.export.deploy_plan import Sourced
 
 Node = Any  # dict[str, Node] | list[Node] | str | int | float | bool | None | Sourced
 _BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")

@@ -17,7 +17,6 @@ from __future__ import annotations
 from infertune.config import Scenario
 from infertune.optimize.ranking import inside_slo
 from infertune.report.build import Findings, Library, Subject, build_report
-from infertune.report.diagnosis import diagnose
 from infertune.report.generation import prefill_and_decode
 from infertune.report.knowledge import (
     HardwareCatalogue,
@@ -26,6 +25,7 @@ from infertune.report.knowledge import (
     load_knowledge,
 )
 from infertune.report.runtimes import RuntimeCatalogue
+from infertune.report.scenario_diagnosis import diagnose
 from infertune.report.schema import Diagnosis, Report
 
 GENERIC_CPU = HardwareProfile(description="an assumed generic x86-64 CPU (AVX2)",

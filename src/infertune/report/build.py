@@ -24,8 +24,8 @@ from infertune.config import FACTS, Scenario
 from infertune.optimize.ranking import risk_budget
 from infertune.report.generation import generation_gaps
 from infertune.report.knowledge import HardwareProfile, KnowledgeBase
+from infertune.report.next_steps import first_week, guardrails, measurement_plan
 from infertune.report.options import context, rank_options, to_option
-from infertune.report.plan import first_week, guardrails, measurement_plan
 from infertune.report.problem import problem
 from infertune.report.runtimes import AlreadyDone, RuntimeCatalogue
 from infertune.report.schema import (

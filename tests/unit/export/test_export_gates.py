@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 
 from infertune.cli import main
 from infertune.export.argo import write_argo
+from infertune.export.deploy_plan import plan
 from infertune.export.flagger import write_flagger
-from infertune.export.plan import plan
 from infertune.export.source import read_source
 from infertune.rollout.analysis import ArmPrometheus, Arms, analysis_app, pod_gates
 

@@ -15,8 +15,8 @@ from export_checks import model_config_class
 from export_run import POLICY, make_run
 from google.protobuf import text_format
 
+from infertune.export.deploy_plan import plan
 from infertune.export.kubernetes import write_kubernetes
-from infertune.export.plan import plan
 from infertune.export.source import read_source
 from infertune.export.triton import write_triton
 from infertune.models.gpu import OrtGpuSettings, TrtProfile

@@ -10,8 +10,8 @@ from pathlib import Path
 import kubernetes_validate
 import yaml
 
+from infertune.export.deploy_plan import Overrides, plan
 from infertune.export.kserve import write_kserve
-from infertune.export.plan import Overrides, plan
 from infertune.export.source import read_source
 
 K8S_VERSION = "1.33.0"

@@ -14,8 +14,8 @@ from export_checks import promtool_check
 from export_run import CORES, GOODPUT_RPS, POLICY, SERVICE_P50_MS, TRAFFIC
 
 from infertune.config import CLIENT_DEADLINE_FACTOR, ServePolicy
+from infertune.export.deploy_plan import plan
 from infertune.export.kubernetes import write_kubernetes
-from infertune.export.plan import plan
 from infertune.export.source import read_source
 from infertune.serve.prometheus_metrics import ServeMetrics
 

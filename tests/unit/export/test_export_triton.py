@@ -15,7 +15,7 @@ from google.protobuf import text_format
 
 from infertune.config import CLIENT_DEADLINE_FACTOR, ServePolicy
 from infertune.errors import ConfigError
-from infertune.export.plan import plan
+from infertune.export.deploy_plan import plan
 from infertune.export.source import read_source
 from infertune.export.triton import write_triton
 from infertune.models.variant import load_variant

@@ -12,8 +12,8 @@ from export_checks import model_config_class
 from export_run import CORES, POLICY, make_run
 from google.protobuf import text_format
 
+from infertune.export.deploy_plan import plan
 from infertune.export.kubernetes import deployment
-from infertune.export.plan import plan
 from infertune.export.source import read_source
 from infertune.export.triton import write_triton
 from infertune.models.openvino_runner import OpenVinoSettings, convert_onnx

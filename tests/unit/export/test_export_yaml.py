@@ -7,7 +7,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infertune.export.plan import Sourced
+from infertune.export.deploy_plan import Sourced
 from infertune.export.yamlemit import dump, dump_all, plain
 
 DOC = {

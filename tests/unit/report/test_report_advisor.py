@@ -13,7 +13,7 @@ import pytest
 from infertune.cli import main
 from infertune.config import load_scenario
 from infertune.report.advisor import advise
-from infertune.report.plan import GUARDRAILS
+from infertune.report.next_steps import GUARDRAILS
 from infertune.report.provenance import assert_all_figures_have_provenance
 from infertune.report.render_md import SUMMARY_END, render_markdown, summary_word_count
 

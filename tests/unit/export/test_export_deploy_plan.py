@@ -13,7 +13,7 @@ from export_run import GOODPUT_RPS, POLICY, SERVICE_P50_MS, make_run, report
 
 from infertune.config import CLIENT_DEADLINE_FACTOR, ServePolicy
 from infertune.errors import ConfigError, ModelLoadError
-from infertune.export.plan import ExportRecord, Overrides, k8s_name, plan, summary
+from infertune.export.deploy_plan import ExportRecord, Overrides, k8s_name, plan, summary
 from infertune.export.source import read_release, read_source
 from infertune.report.schema import Recommendation
 from infertune.rollout.release_registry import Registry
