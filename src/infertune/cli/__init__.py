@@ -1,6 +1,13 @@
 """The infertune command line: thin. Each command lives in its own module under cli/, parses
 its arguments, builds config objects and calls the library API; it never computes figures.
 
+A command's module is named after the command (``infertune validate`` is cli/validate.py), so
+a few share a name with the stage module they drive: cli/validate.py and quality/validate.py,
+cli/profile.py and measure/profile.py, cli/compare.py and measure/compare.py, cli/ab.py and
+rollout/ab.py. That is the one place a module name repeats on purpose: the folder says which
+is the command and which is the work. Modules that are not a command (``_common.py``,
+``api.py``) are named for what they hold.
+
 Exit codes: 0 success, 1 a user error in one line, 2 usage (or a command not built yet),
 3 an internal failure with a pointer to the log. ``--debug`` anywhere shows tracebacks.
 """
