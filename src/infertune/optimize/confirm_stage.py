@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from infertune.config import Scenario
 from infertune.jsonfile import write_json
 from infertune.optimize.choice import floor_margin, variant_risk
 from infertune.optimize.confirm_served import (
@@ -20,7 +21,7 @@ from infertune.optimize.confirm_served import (
     request_bodies,
     served_goodput,
 )
-from infertune.optimize.confirm_sizing import decisive_run, segment_seconds
+from infertune.optimize.confirm_sizing import DRAIN_S, decisive_run, segment_seconds
 from infertune.optimize.ranking import LEVELS
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Budget, Progress
@@ -158,10 +159,39 @@ def _segment_text(conf: Confirmation) -> str:
 
 
 def confirm_reserve_s(state: RunState, budget: Budget) -> float:
-    """What the pre-screen leaves for the confirmation as served: its whole need when the
-    budget holds it now (the confirmation decides), else nothing (it will not run)."""
+    """What the pre-screen leaves for the confirmation as served: the decisive runs' reserve
+    (``budget.reserved_s``) when the budget holds it now, else its minimum need when the
+    budget holds that (the confirmation runs, shorter), else nothing (it will not run)."""
     need = confirm_need_s(state.options.quick) + NEED_AFTER_CONFIRM_S
-    return need if budget.allows(need) else 0.0
+    for want in (max(need, budget.reserved_s), need):
+        if budget.allows(want):
+            return want
+    return 0.0
+
+
+# The stages before the serving stage may use 80% of the default 5.5-minute budget (264 s);
+# a reserve for the decisive runs is held only when they keep at least this much, so a run
+# with a budget too small to decide still builds and screens as before
+REST_MIN_S = 240.0
+
+
+def decisive_reserve_s(scenario: Scenario, total_s: float, quick: bool) -> float:
+    """Seconds to hold back from the earlier stages so the confirmation can decide the SLO
+    verdict at both rates: one server start, the ABBA segments at their minimum, the winner
+    topped up to each rate's decisive run (confirm_sizing), the stages after it. 0 for a
+    --quick run, a scenario without rates or SLO, or a budget that would keep the stages
+    before it under REST_MIN_S (the verdict is then "not shown", naming the run that decides)."""
+    mean = scenario.traffic.mean_rps or scenario.current.rps
+    peak = scenario.traffic.peak_rps or mean
+    targets = scenario.slo.targets()
+    if quick or mean is None or peak is None or not targets:
+        return 0.0
+    runs = [decisive_run(label, targets, scenario.traffic, rate)
+            for label, rate in (("mean", mean), ("peak", peak))]
+    abba = FINALISTS * VISITS_PER_ARM * len(runs) * (CONFIRM_S + DRAIN_S)
+    top_up = sum(max(0.0, r.duration_s - VISITS_PER_ARM * CONFIRM_S) + DRAIN_S for r in runs)
+    need = NEED_SERVE_START_S + abba + top_up + NEED_AFTER_DECISIVE_S
+    return round(need, 1) if total_s - need >= REST_MIN_S else 0.0
 
 
 def served_finalists(state: RunState, sweeps: Sequence[SweepResult]) -> list[Finalist]:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from infertune.optimize import policy, sizing, steps
 from infertune.optimize.builder import Builder
+from infertune.optimize.confirm_stage import decisive_reserve_s
 from infertune.optimize.costs import BudgetChoice, budget_estimate
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Budget, NullProgress, Progress
@@ -50,6 +52,8 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     steps.check_floor(state)
     paths.create()
     budget = Budget(options.budget_s, clock=clock)
+    reserve = partial(decisive_reserve_s, options.scenario, quick=options.quick)
+    budget.reserved_s = reserve(budget.total_s)
 
     def build(s: RunState, b: Budget, p: Progress) -> None:
         steps.build(s, b, p, builder)
@@ -73,6 +77,8 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
         started = clock()
         choice = state.budget_choice
         step(state, budget, progress)
+        if name == "size budget":  # a resized budget may now hold the decisive runs, or not
+            budget.reserved_s = reserve(budget.total_s)
         state.stage_seconds[name] = clock() - started
         if on_budget is not None and state.budget_choice is not choice \
                 and state.budget_choice is not None:

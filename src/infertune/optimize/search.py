@@ -52,6 +52,9 @@ class Budget:
     total_s: float
     clock: Callable[[], float] = time.monotonic
     started: float = field(default=-1.0)
+    # held back from the stages' marks (``until``) for the last stage that needs a known
+    # length: the confirmation's decisive runs (confirm_stage.decisive_reserve_s)
+    reserved_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.started < 0:
@@ -67,9 +70,9 @@ class Budget:
         return self.left() >= need_s
 
     def until(self, fraction: float) -> float:
-        """Seconds left before ``fraction`` of the total budget is spent (a stage's mark, so
-        one stage cannot starve the ones after it)."""
-        return max(0.0, self.total_s * fraction - self.spent())
+        """Seconds left before ``fraction`` of the total budget less ``reserved_s`` is spent (a
+        stage's mark, so one stage cannot starve the ones after it)."""
+        return max(0.0, (self.total_s - self.reserved_s) * fraction - self.spent())
 
     def share(self, fraction: float, cap: float | None = None) -> float:
         """``fraction`` of what is left, at most ``cap`` seconds."""

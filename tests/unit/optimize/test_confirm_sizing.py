@@ -7,11 +7,13 @@ requests in 8 s once printed "meets" for a p95 a 40-second run showed missed).""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import yaml
 from test_run_record import record  # the RunRecord the run-record tests build
 
-from infertune.config import TrafficFacts
+from infertune.config import Scenario, TrafficFacts
 from infertune.loadgen.result import RequestRecord
 from infertune.loadgen.schedules import ScheduleSpec
 from infertune.measure.tail_interval import MIN_BLOCKS, TailInterval
@@ -25,6 +27,13 @@ from infertune.optimize.confirm_sizing import (
     project,
     segment_seconds,
 )
+from infertune.optimize.confirm_stage import (
+    NEED_AFTER_CONFIRM_S,
+    confirm_need_s,
+    confirm_reserve_s,
+    decisive_reserve_s,
+)
+from infertune.optimize.search import Budget
 from infertune.optimize.serving import Validation, burst_block_s, record_intervals
 from infertune.optimize.sweep import SimStats, validation_key
 from infertune.report.provenance import assert_all_figures_have_provenance
@@ -197,3 +206,37 @@ def test_the_report_states_the_confidence_its_intervals_were_taken_at(tmp_path: 
     assert peak.verdict == "meets"
     assert "p99 70.0 ms (97.5% CI 60.0-75.0) against 80 ms" in (check.verdict or "")
     assert "97.5% interval" in peak.checks[1].basis
+
+
+def _demo_scenario() -> Scenario:
+    path = Path(__file__).resolve().parents[3] / "examples/scenarios/minilm-cpu.yaml"
+    return Scenario.from_dict(yaml.safe_load(path.read_text()), source=str(path))
+
+
+def test_a_budget_that_can_decide_holds_the_decisive_runs_back_from_the_stages_marks() -> None:
+    sc = _demo_scenario()  # bursty, 20 and 60 req/s, p95 <= 15 and p99 <= 30 ms
+    # one start (25 s) + ABBA at the 4 s minimum (2 arms x 2 visits x 2 rates x 5 s = 40) +
+    # the winner topped up to 150 s at mean and 50 s at peak (142 + 42 s, a drain each) + 30
+    assert decisive_reserve_s(sc, 600.0, quick=False) == 281.0
+    # the default 5.5 minutes cannot hold it and keep 240 s for the stages before it
+    assert decisive_reserve_s(sc, 330.0, quick=False) == 0.0
+    assert decisive_reserve_s(sc, 600.0, quick=True) == 0.0
+    clock = [0.0]
+    budget = Budget(600.0, clock=lambda: clock[0], reserved_s=281.0)
+    assert budget.until(0.5) == pytest.approx((600 - 281) * 0.5)
+    assert budget.left() == 600.0  # the reserve is for the last stage: left() still counts it
+    clock[0] = 300.0
+    assert budget.until(0.8) == 0.0  # the marks are spent; the serving stage has 300 s
+
+
+def test_the_pre_screen_leaves_the_reserve_when_it_can_and_the_minimum_when_not(
+        tmp_path: Path) -> None:
+    state = SimpleNamespace(options=SimpleNamespace(quick=False))
+    minimum = confirm_need_s(False) + NEED_AFTER_CONFIRM_S
+    clock = [0.0]
+    budget = Budget(600.0, clock=lambda: clock[0], reserved_s=281.0)
+    assert confirm_reserve_s(state, budget) == 281.0
+    clock[0] = 600.0 - 100.0  # 100 s left: the minimum confirmation still fits
+    assert confirm_reserve_s(state, budget) == minimum
+    clock[0] = 600.0 - minimum + 1
+    assert confirm_reserve_s(state, budget) == 0.0
