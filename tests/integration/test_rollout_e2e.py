@@ -24,7 +24,7 @@ from infertune.rollout.controller import CanaryController, StepPlan
 from infertune.rollout.gates import GateConfig
 from infertune.rollout.observe import ServerMetrics
 from infertune.rollout.release_registry import Registry
-from infertune.rollout.serving import build_router
+from infertune.rollout.release_router import build_router
 from infertune.serve.routing import RoutingState
 
 ENV = {"ROLLOUT_KEY": "k3y"}

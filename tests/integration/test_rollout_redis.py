@@ -17,7 +17,7 @@ from rollout_variants import mlp_run
 from infertune.cli import main
 from infertune.rollout.feedback import RedisFeedback
 from infertune.rollout.release_registry import Registry
-from infertune.rollout.serving import build_router
+from infertune.rollout.release_router import build_router
 from infertune.rollout.stats import Counts
 from infertune.serve.routing import RoutingState
 

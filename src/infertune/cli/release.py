@@ -99,7 +99,7 @@ def serve_releases(root: Path | None, state: Any, *, host: str, port: int,
     """`infertune serve --registry DIR --stable NAME [--canary NAME --canary-weight PCT]
     [--shadow NAME]`: one server hosting those releases behind the router."""
     from infertune.cli._common import quiet_libraries
-    from infertune.rollout.serving import build_router
+    from infertune.rollout.release_router import build_router
     from infertune.serve import run_server
 
     reg = open_registry(root)

@@ -3,7 +3,7 @@ the multi-release router from it, the canary controller with always-valid gates,
 of business feedback, and rollback.
 
     release_registry.py  immutable releases, statuses, the append-only event log
-    serving.py           registry releases -> serve.routing.Router
+    release_router.py    registry releases -> serve.routing.Router
     stats.py             confidence sequences valid under continuous monitoring
     gates.py             errors, latency p95/p99, output agreement, business metric
     canary_plan.py       the canary's steps and sample sizes, from the measured traffic

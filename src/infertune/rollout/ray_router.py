@@ -4,9 +4,9 @@ DIR --stable A [--canary B --canary-weight PCT] [--shadow C]`.
     RouterApp(root, state, policy_for, owner)   the replica recipe (serve.engines.replica)
     serve_releases_on_ray(...)                  what the command runs
 
-Each replica builds the same router as the local engine (rollout.serving.build_router: every
-release hash-verified and loaded) with a RayRoutingStore, so routing changes go through the one
-routing owner and reach every replica (serve/engines/ray_routing.py says why an actor). The API
+Each replica builds the same router as the local engine (rollout.release_router.build_router:
+every release hash-verified and loaded) with a RayRoutingStore, so routing changes go through the
+one routing owner and reach every replica (serve/engines/ray_routing.py says why an actor). The API
 is the local engine's. The registry folder must be readable at the same path on every node
 (the replicas load the releases from it and append routing events to its log). Feedback and the
 answer log are per replica unless the serve policy sets redis_url, as with several local
@@ -27,7 +27,7 @@ from starlette.types import ASGIApp
 
 from infertune.config import ServePolicy
 from infertune.rollout.release_registry import Registry
-from infertune.rollout.serving import build_router
+from infertune.rollout.release_router import build_router
 from infertune.serve.engines.ray_engine import RayEngine, RayOptions, serve_engine
 from infertune.serve.engines.ray_routing import RayRoutingStore, start_routing_owner
 from infertune.serve.engines.replica import HostedApp, set_torch_threads
