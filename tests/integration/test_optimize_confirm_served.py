@@ -51,11 +51,15 @@ def test_the_recommendation_is_measured_as_served_in_its_own_process(tmp_path: P
                                                                       "peak": 3000}
     for label in ("mean", "peak"):
         assert 2.5 <= conf["seconds_at"][label] <= decisive[label]["duration_s"] / 2 + 0.05
+    # the winner alone may be extended where the budget left holds what would decide it
+    paid = {e["label"]: e["seconds"] for e in conf["extensions"] if e["paid"]}
+    assert all(e["verdict_before"] == "not shown" for e in conf["extensions"] if e["paid"])
     for arm in arms:  # two segments per rate pooled
         assert arm["segments"] == 2
+        won = f"{arm['variant_id']}/{arm['policy_id']}" == conf["winner"]
         for label, rate in (("mean", 20), ("peak", 60)):
             sent = arm["at"][label]["stats"]["requests"]
-            want = rate * 2 * conf["seconds_at"][label]
+            want = rate * (2 * conf["seconds_at"][label] + (paid.get(label, 0.0) if won else 0))
             assert 0.5 * want <= sent <= 1.5 * want, (label, sent, want)
             assert set(arm["at"][label]["intervals"]) == {"p50", "p95", "p99"}
     # the winner is what report.json recommends and `infertune serve <run>` runs
