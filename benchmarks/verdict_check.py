@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/verdict_check.py --run runs/demo [--seconds 60] [--seed 2027]
 
 1. reads report.json's "At the SLO" section: per rate (mean, peak) and SLO percentile, the
-   verdict (meets / misses / not shown) and its 95% interval;
+   verdict (meets / misses / not shown) and its interval (97.5% when the confirmation could
+   look twice; the report records each one's confidence);
 2. starts `infertune serve RUN` (the recommended configuration, as report.json names it) in
    its own process and drives it over HTTP, open-loop, for --seconds at the scenario's mean and
    then its peak rate with the scenario's traffic shape, on a new seed (not the confirmation's)
@@ -81,8 +82,9 @@ def check_point(url: str, scenario: Scenario, label: str, rate: float, seconds: 
         new_verdict, _ = verdict(new, target) if new is not None else ("not shown", "")
         old = theirs.get(key)
         old_verdict = old["verdict"] if old else "absent"
-        old_text = (f"{old['value']:.1f} {shown(old.get('low'), old.get('high'))} n="
-                    f"{old['samples']}" if old else "no interval in report.json")
+        old_text = (f"{old['value']:.1f} {shown(old.get('low'), old.get('high'))} "
+                    f"{100 * old.get('confidence', 0.95):g}% n={old['samples']}" if old
+                    else "no interval in report.json")
         new_text = (f"{new.value:.1f} {shown(new.low, new.high)} n={new.samples}, "
                     f"{new.blocks} x {new.block_s:g} s blocks" if new else "nothing answered")
         clash = (old_verdict, new_verdict) in CONTRADICTS
