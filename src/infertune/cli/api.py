@@ -34,8 +34,10 @@ model runtime): onnxruntime and torch are imported inside the calls that need th
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,9 +46,11 @@ from infertune.errors import ConfigError
 
 if TYPE_CHECKING:
     from infertune.config import ServePolicy
+    from infertune.data import HeldOut
     from infertune.loadgen.result import LoadResult
     from infertune.loadgen.schedules import ScheduleSpec
     from infertune.models.base import ModelInfo
+    from infertune.optimize.costs import BudgetChoice
     from infertune.optimize.search import Progress
     from infertune.report.schema import Report
 
@@ -54,6 +58,7 @@ __all__ = ["AdviseOptions", "LoadtestOptions", "OptimizeOptions", "OptimizeResul
            "ServeOptions", "advise", "loadtest", "optimize", "serve"]
 
 READY_TIMEOUT_S = 120.0  # warm-up of a large model on 2 cores takes tens of seconds
+MIN_BUDGET_S = 45.0  # setup + a quick profile + one variant screened + the report
 
 
 # ---------------------------------------------------------------------------------- optimize
@@ -100,37 +105,97 @@ class OptimizeResult:
         return self.run_dir / "report.html"
 
 
-def optimize(options: OptimizeOptions, *, progress: Progress | None = None) -> OptimizeResult:
+def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
+             on_budget: Callable[[BudgetChoice], None] | None = None) -> OptimizeResult:
     """Run every stage of ``infertune optimize`` into ``options.out`` and write its report.
-    ``progress`` hears each stage and step (``stage(name, detail)``, ``tick(detail)``)."""
+    ``progress`` hears each stage and step (``stage(name, detail)``, ``tick(detail)``), the
+    report's writing last; ``on_budget`` hears what ``budget="auto"`` chose and why."""
     from infertune.cli._common import quiet_libraries
-    from infertune.cli.optimize import _budget, _claim, _data  # the command's own rules
     from infertune.config import load_scenario
-    from infertune.optimize.run import DEFAULT_BUDGET_S, QUICK_BUDGET_S
     from infertune.optimize.run import OptimizeOptions as RunOptions
     from infertune.optimize.run import optimize as run_stages
     from infertune.report.run_report import write_run_report
     from infertune.report.schema import Report
 
     scenario = load_scenario(options.scenario)
-    auto = isinstance(options.budget, str) and options.budget.strip().lower() == "auto"
-    text = None if auto or options.budget is None else _budget_text(options.budget)
-    budget_s = _budget(text, QUICK_BUDGET_S if options.quick else DEFAULT_BUDGET_S)
-    held = _data(options.model, Path(options.data) if options.data is not None else None)
+    budget_s = budget_seconds(options)
+    held = heldout_for(options.model, Path(options.data) if options.data is not None else None)
     quiet_libraries()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = Path(options.out or Path("runs") / f"{Path(options.model).stem}-{stamp}")
-    _claim(folder, options.overwrite)
+    claim_run_folder(folder, options.overwrite)
     state = run_stages(RunOptions(
         model=options.model, scenario=scenario, data=held, out=folder, budget_s=budget_s,
         quick=options.quick, candidates=list(options.candidates), seed=options.seed,
-        scenario_source=str(options.scenario), budget_auto=auto), progress=progress)
+        scenario_source=str(options.scenario), budget_auto=_auto(options.budget)),
+        progress=progress, on_budget=on_budget)
+    if progress is not None:
+        progress.stage("report", "writing report.json, report.md, report.html")
     write_run_report(state.paths.root)
     return OptimizeResult(state.paths.root, Report.load_json(state.paths.report_json))
 
 
+def budget_seconds(options: OptimizeOptions) -> float:
+    """The run's budget in seconds: ``options.budget``, else the default (quick: shorter);
+    "auto" starts from the default and is sized once the model is measured."""
+    from infertune.optimize.run import DEFAULT_BUDGET_S, QUICK_BUDGET_S
+
+    budget = options.budget
+    text = None if _auto(budget) or budget is None else _budget_text(budget)
+    return parse_budget(text, QUICK_BUDGET_S if options.quick else DEFAULT_BUDGET_S)
+
+
+def _auto(budget: str | float | None) -> bool:
+    return isinstance(budget, str) and budget.strip().lower() == "auto"
+
+
 def _budget_text(budget: str | float) -> str:
     return budget if isinstance(budget, str) else f"{float(budget):g}s"
+
+
+def parse_budget(text: str | None, default: float) -> float:
+    """``--budget`` in seconds (``default`` when not given), at least MIN_BUDGET_S."""
+    from infertune.durations import parse_duration
+
+    try:
+        seconds = parse_duration(text, "--budget") if text is not None else default
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or pass --budget auto to size it from the model") from exc
+    if seconds < MIN_BUDGET_S:
+        raise ConfigError(
+            f"a budget of {seconds:g} s is too small to measure anything: optimize needs at "
+            f"least {MIN_BUDGET_S:g} s (about 10 s to load and profile the baseline, 15 s to "
+            "build and screen one variant, 10 s to time it against the baseline, 10 s for the "
+            "report) and about 5 minutes for a full run; pass --budget 1m with --quick, or "
+            "--budget 5m")
+    return seconds
+
+
+def heldout_for(model: str, path: Path | None) -> HeldOut:
+    """The held-out inputs: ``path``, or minilm's bundled set."""
+    from infertune.data import default_heldout, read_heldout
+
+    if path is not None:
+        return read_heldout(path)
+    if model == "minilm":
+        return default_heldout()
+    raise ConfigError(f"no held-out data for {model!r}; pass --data with a .jsonl, .csv or "
+                      ".npz file of typical inputs (the bundled set is for minilm only)")
+
+
+def claim_run_folder(folder: Path, overwrite: bool) -> None:
+    """Refuse to mix a new run into an earlier one; with ``overwrite``, clear it first so no
+    stale variant folder from the old run sits beside the new report."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise ConfigError(f"--out {folder} is a file; pass a folder for the run")
+    if not any(folder.iterdir()):
+        return
+    if not overwrite:
+        raise ConfigError(f"--out {folder} already holds files (an earlier run?); pass another "
+                          "--out, or --overwrite to replace it")
+    shutil.rmtree(folder)
 
 
 # ------------------------------------------------------------------------------------ advise
