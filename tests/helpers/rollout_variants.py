@@ -12,6 +12,7 @@ import onnx
 import yaml
 from onnx import numpy_helper
 from onnx_graphs import make_mlp
+from report_fixture import report_dict
 
 from infertune.models.variant import InputSpec, Manifest, ThreadSettings
 from infertune.optimize.variant import finalize
@@ -56,7 +57,7 @@ def mlp_run(root: Path, variant_id: str = "ort_fp32", *, noise: float = 0.0,
     root.mkdir(parents=True)
     mlp_variant(root / "variants" / variant_id, noise=noise)
     (root / "scenario.yaml").write_text(yaml.safe_dump(SCENARIO))
-    report = {"schema": "infertune.report/v1", "recommendation": {"variant_id": variant_id},
-              "serving": {"policy": policy or {"max_batch_size": 8, "max_wait_ms": 1.0}}}
+    report = report_dict(recommendation={"variant_id": variant_id}, serving={
+        "policy": policy or {"max_batch_size": 8, "max_wait_ms": 1.0}})
     (root / "report.json").write_text(json.dumps(report))
     return root

@@ -20,10 +20,11 @@ ROOT = "infertune"
 # "5m", used by config and the CLI), libraries.py (quiets third-party logging in infertune's
 # own processes: commands and serve's model workers), jsonfile.py (the one JSON file reader
 # and writer) and serial.py (the one dataclass serialisation) are ground-floor helpers beside
-# errors.py.
+# errors.py. artifacts (a run folder's typed files and their one reader, RunDir) sits above the
+# layers whose types it returns and below serve/, the lowest layer that reads a run folder.
 LAYERS = ("errors", "durations", "libraries", "jsonfile", "serial", "config", "hardware", "data",
-          "models", "measure", "quality", "serve", "loadgen", "optimize", "report", "rollout",
-          "export", "cli")
+          "models", "measure", "quality", "artifacts", "serve", "loadgen", "optimize", "report",
+          "rollout", "export", "cli")
 
 
 def module_name(path: Path, src: Path = SRC) -> str:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from infertune.artifacts import RunDir
 from infertune.errors import ConfigError
 from infertune.report.render import FORMATS, render, write_report
 from infertune.report.schema import Report
@@ -25,8 +26,9 @@ def register(app: typer.Typer) -> None:
         if fmt is not None and fmt not in FORMATS:
             raise ConfigError(f"--format {fmt!r} is not supported; use one of "
                               f"{', '.join(FORMATS)}")
-        path = run / "report.json" if run.is_dir() else run
-        report = Report.load_json(path)
+        folder = RunDir(run) if run.is_dir() else None
+        path = folder.paths.report_json if folder is not None else run
+        report = folder.report(Report) if folder is not None else Report.load_json(run)
         if fmt is not None:
             typer.echo(render(report, fmt), nl=False)
             return

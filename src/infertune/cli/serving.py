@@ -6,10 +6,10 @@ Policy precedence (later wins): ServePolicy defaults < a run's report.json ``ser
 < ``--config serve.yaml`` < command-line flags. Each layer is a ServePolicy whose *set*
 fields (``model_dump(exclude_unset=True)``) are the ones it changes, as in ``api.ServeOptions``.
 
-Given a run directory (a folder with report.json), the recommended variant is served. Keys
-read from report.json:
-  report["recommendation"]["variant_id"]   folder name under <run>/variants/
-  report["serving"]["policy"]              a ServePolicy dict (optional)
+Given a run directory (a folder with report.json), the recommended variant is served; read
+through artifacts.RunDir as a report.schema.Report:
+  report.recommendation.variant_id   folder name under <run>/variants/
+  report.serving.policy              ServePolicy fields (optional)
 When that policy sets no timeout_ms, the deadline defaults to ten times the loosest latency
 target of the run's scenario.yaml SLO (config.client_deadline_ms: it protects callers from
 answers too late to use; the SLO is judged on the answers).
@@ -25,11 +25,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from infertune.artifacts import RunDir
 from infertune.config import ServePolicy, client_deadline_ms
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo, int8_saturation_risk
-from infertune.jsonfile import read_json
 from infertune.models.variant import read_manifest
+from infertune.report.schema import Report
 from infertune.serve.worker_threads import fit_to_workers, threads_per_worker
 
 
@@ -37,34 +38,27 @@ def resolve_target(ref: str) -> tuple[str, ServePolicy]:
     """(model reference, the policy layer of a run's report) for a model, variant or run
     folder; the layer sets no field for a model or a variant folder."""
     path = Path(ref)
-    report_path = path / "report.json"
-    if not (path.is_dir() and report_path.is_file()):
+    run = RunDir(path)
+    if not run.exists_run():
         return ref, ServePolicy()
-    report = read_json(report_path, fix="rerun infertune optimize, or serve a variant folder "
-                       f"directly (infertune serve {path}/variants/<id>)")
-    try:
-        variant_id = report["recommendation"]["variant_id"]
-    except (KeyError, TypeError) as exc:
+    report_path = run.paths.report_json
+    report = run.report(Report)
+    if report.recommendation is None:
         raise ConfigError(f"{report_path}: no recommendation.variant_id; serve a variant folder "
-                          f"directly (infertune serve {path}/variants/<id>)") from exc
+                          f"directly (infertune serve {path}/variants/<id>)")
+    variant_id = report.recommendation.variant_id
     if variant_id is None:
         raise ConfigError(f"{report_path} recommends keeping the baseline model, which has no "
                           "variant folder in this run; serve the model itself (infertune serve "
                           "MODEL) or one of the run's variants (infertune serve "
                           f"{path}/variants/<id>)")
-    variant = path / "variants" / str(variant_id)
+    variant = run.paths.variant(variant_id)
     if not variant.is_dir():
         raise ConfigError(f"{report_path} recommends variant {variant_id!r} but {variant} does "
                           "not exist; rerun infertune optimize or serve another variant")
-    serving = report.get("serving") or {}
-    policy = serving.get("policy") if isinstance(serving, dict) else None
-    if policy is not None and not isinstance(policy, dict):
-        raise ConfigError(f"{report_path}: serving.policy must be a mapping of ServePolicy fields")
-    policy = dict(policy or {})
-    if policy.get("timeout_ms") is None and (path / "scenario.yaml").is_file():
-        from infertune.config import load_scenario
-
-        targets = load_scenario(path / "scenario.yaml").slo.targets()
+    policy: dict[str, Any] = dict(report.serving.policy) if report.serving else {}
+    if policy.get("timeout_ms") is None and run.paths.scenario.is_file():
+        targets = run.scenario().slo.targets()
         if targets:
             policy["timeout_ms"] = client_deadline_ms(targets)
     return str(variant), policy_layer(policy)

@@ -21,17 +21,16 @@ from typing import Literal
 import yaml
 from pydantic import ValidationError
 
+from infertune.artifacts import RunDir
 from infertune.config import (
     SLO,
     Scenario,
     ServePolicy,
     TrafficFacts,
     client_deadline_ms,
-    load_scenario,
 )
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
-from infertune.jsonfile import read_json
 from infertune.models.variant import Manifest, read_manifest
 from infertune.report.schema import PolicyRow, Report, VariantRow
 from infertune.rollout.release_registry import Registry, Release
@@ -78,26 +77,27 @@ def read_source(path: str | Path, variant_id: str | None = None) -> ExportSource
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a folder; pass a run folder (runs/<name>, with "
                           "report.json), or a release name with --registry DIR")
-    if not (folder / "report.json").is_file():
+    run = RunDir(folder)
+    if not run.exists_run():
         raise ConfigError(f"{folder} has no report.json; pass the folder `infertune optimize "
                           "--out` wrote, or a release name with --registry DIR")
-    report = Report.load_json(folder / "report.json")
+    report = run.report(Report)
     chosen = variant_id or (report.recommendation.variant_id if report.recommendation else None)
     if chosen is None:
         raise ConfigError(f"{folder}/report.json recommends keeping the baseline model, which "
                           "has no variant folder; export one of the run's variants with "
                           "--variant ID (see variants/ in the run)")
-    vdir = folder / "variants" / chosen
+    vdir = run.paths.variant(chosen)
     if not (vdir / "manifest.json").is_file():
         raise ConfigError(f"variant {chosen!r}: {vdir}/manifest.json not found; pick one of "
-                          f"{_variant_ids(folder)} with --variant")
-    manifest = read_manifest(vdir)
+                          f"{run.variant_ids()} with --variant")
+    manifest = run.variant(chosen).manifest
     policy, origin, row = _policy(report, chosen)
-    scenario = _scenario(folder)
+    scenario = _scenario(run)
     return ExportSource(kind="run", path=folder, name=folder.name, variant_dir=vdir,
                         manifest=manifest, policy=policy, policy_origin=origin, policy_row=row,
                         variant_row=_variant_row(report, chosen), slo=scenario.slo,
-                        traffic=scenario.traffic, hardware=_hardware(folder / "hardware.json"))
+                        traffic=scenario.traffic, hardware=_hardware(run))
 
 
 def read_release(registry: Path, name: str) -> ExportSource:
@@ -123,13 +123,14 @@ def read_release(registry: Path, name: str) -> ExportSource:
         row = next((p for p in report.policies if p.policy_id == serving.policy_id), None)
     scenario = _scenario_text(rec.scenario_yaml, f"release {name!r} scenario")
     # the registry keeps no hardware record: the source run's, when it is still there
-    run_hw = Path(rec.source_run) / "hardware.json" if rec.source_run else None
+    source_run = RunDir(rec.source_run) if rec.source_run else None
     return ExportSource(
         kind="release", path=registry, name=name, variant_dir=vdir, manifest=read_manifest(vdir),
         policy=rec.policy, policy_origin=f"release {name!r} serve policy (registry record)",
         policy_row=row, variant_row=_variant_row(report, rec.variant_id) if report else None,
         slo=scenario.slo, traffic=scenario.traffic,
-        hardware=_hardware(run_hw) if run_hw is not None else None, canary_percent=canary)
+        hardware=_hardware(source_run) if source_run is not None else None,
+        canary_percent=canary)
 
 
 def _canary_weight(reg: Registry, release: Release) -> int | None:
@@ -161,12 +162,12 @@ def _scenario_text(text: str | None, what: str) -> Scenario:
     return Scenario.from_dict(data, source=what)
 
 
-def _scenario(folder: Path) -> Scenario:
-    path = folder / "scenario.yaml"
+def _scenario(run: RunDir) -> Scenario:
+    path = run.paths.scenario
     if not path.is_file():
         raise ConfigError(f"{path} not found: the SLO and traffic every threshold derives from "
                           "live there; re-run infertune optimize with --scenario")
-    return load_scenario(path)
+    return run.scenario()
 
 
 def _policy(report: Report, variant_id: str) -> tuple[ServePolicy, str, PolicyRow | None]:
@@ -185,17 +186,6 @@ def _policy(report: Report, variant_id: str) -> tuple[ServePolicy, str, PolicyRo
     return policy, f"report.json serving.policy (policy {serving.policy_id}{why})", row
 
 
-def _hardware(path: Path) -> HardwareInfo | None:
-    if not path.is_file():
-        return None
-    data = read_json(path, fix="re-run infertune optimize")
-    try:
-        return HardwareInfo.from_dict(data)
-    except (TypeError, KeyError) as exc:
-        raise ConfigError(f"{path}: not a hardware record ({exc}); re-run infertune "
-                          "optimize") from exc
+def _hardware(run: RunDir) -> HardwareInfo | None:
+    return run.hardware() if run.paths.hardware.is_file() else None
 
-
-def _variant_ids(folder: Path) -> list[str]:
-    root = folder / "variants"
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []

@@ -11,7 +11,8 @@ so a reader can open the file and find the samples behind the number.
     confirm/confirmation.json         the finalists confirmed as served (own process, HTTP)
     run.json                          what has no file of its own (input trimming/bucketing)
 
-The names built from RunPaths are optimize's own; the others are spelled where optimize writes
+The names built from RunPaths (artifacts/, the run folder's one list of file names) are
+the ones optimize writes through; the others are spelled where optimize writes
 them (optimize/steps.py: judge and screen/confirm; optimize/confirm_stage.py), and
 tests/unit/report/test_provenance_artifacts.py checks that those writers still use them.
 """
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infertune.artifacts import RunPaths
 from infertune.optimize.record import RunRecord
-from infertune.optimize.state import RunPaths
 
 _RELATIVE = RunPaths(Path())
 PROFILE = _RELATIVE.profile.as_posix()

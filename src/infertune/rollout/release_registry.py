@@ -29,10 +29,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infertune.config import QualityFloor, ServePolicy, load_scenario
+from infertune.artifacts import RunDir
+from infertune.config import QualityFloor, ServePolicy
 from infertune.errors import ConfigError, ModelLoadError
-from infertune.jsonfile import read_json
 from infertune.models.variant import Preprocessing, read_manifest, sha256_file
+from infertune.report.schema import Report
 from infertune.serve.routing import NAME_PATTERN, RoutingEvent
 
 ReleaseStatus = Literal["registered", "canary", "shadow", "stable", "retired", "rolled_back"]
@@ -151,15 +152,16 @@ class Registry:
             staging.rename(target)  # atomic: a half-copied folder never has the digest name
         report_sha = None
         if run is not None:
-            report_sha = sha256_file(run / "report.json")
-            shutil.copy2(run / "report.json", self.root / "reports" / f"{report_sha}.json")
+            report_sha = sha256_file(run.paths.report_json)
+            shutil.copy2(run.paths.report_json, self.root / "reports" / f"{report_sha}.json")
         floor = None
         if scenario_yaml is not None and run is not None:
-            floor = load_scenario(run / "scenario.yaml").constraints.quality_floor
+            floor = run.scenario().constraints.quality_floor
         try:
             record = ReleaseRecord(
                 name=name, digest=digest, variant_id=manifest.id, created_at=time.time(),
-                source=str(Path(source).resolve()), source_run=str(run.resolve()) if run else None,
+                source=str(Path(source).resolve()),
+                source_run=str(run.root.resolve()) if run else None,
                 report_sha256=report_sha, policy=policy, scenario_yaml=scenario_yaml,
                 quality_floor=floor, runtime=manifest.runtime, precision=manifest.precision,
                 kind=manifest.kind, task=manifest.task,
@@ -303,33 +305,33 @@ def _release(row: tuple[str, str, str | None, float]) -> Release:
 
 
 def _resolve_source(source: Path, variant: str | None
-                    ) -> tuple[Path, Path | None, ServePolicy, str | None]:
+                    ) -> tuple[Path, RunDir | None, ServePolicy, str | None]:
     """(variant folder, run folder or None, serve policy, scenario YAML text or None)."""
     if (source / "manifest.json").is_file():
         if variant is not None:
             raise ConfigError(f"{source} is a variant folder; --variant applies to run folders")
         return source, None, ServePolicy(), None
-    report_path = source / "report.json"
-    if not report_path.is_file():
+    run = RunDir(source)
+    report_path = run.paths.report_json
+    if not run.exists_run():
         raise ConfigError(f"{source} is neither a run folder (with report.json) nor a variant "
                           "folder (with manifest.json); pass the folder infertune optimize wrote")
-    report = read_json(report_path, fix="rerun infertune optimize")
+    report = run.report(Report)
+    chosen = variant or (report.recommendation.variant_id if report.recommendation else None)
     try:
-        chosen = variant or (report.get("recommendation") or {}).get("variant_id")
-        serving = report.get("serving") or {}
-        policy = ServePolicy.model_validate(serving.get("policy") or {})
-    except (AttributeError, ValidationError) as exc:
-        raise ConfigError(f"{report_path}: cannot read its recommendation or serving policy "
+        policy = ServePolicy.model_validate(report.serving.policy if report.serving else {})
+    except ValidationError as exc:
+        raise ConfigError(f"{report_path}: cannot read its serving policy "
                           f"({type(exc).__name__}); rerun infertune optimize") from exc
     if chosen is None:
         raise ConfigError(f"{report_path} recommends no variant; pass --variant ID (a folder "
                           f"under {source}/variants)")
-    folder = source / "variants" / str(chosen)
+    folder = run.paths.variant(chosen)
     if not folder.is_dir():
         raise ConfigError(f"variant {chosen!r} not found under {source}/variants; pass "
                           "--variant with one of its folder names")
-    scenario = source / "scenario.yaml"
-    return folder, source, policy, scenario.read_text() if scenario.is_file() else None
+    scenario = run.paths.scenario  # kept as written: the registry stores the YAML text
+    return folder, run, policy, scenario.read_text() if scenario.is_file() else None
 
 
 def record_summary(release: Release) -> dict[str, object]:

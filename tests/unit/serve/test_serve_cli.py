@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from report_fixture import report_dict
 
 from infertune.cli import main
 from infertune.cli.serving import build_policy, policy_layer, resolve_target
@@ -16,7 +17,7 @@ from infertune.errors import ConfigError
 def _run_folder(tmp_path: Path, report: dict) -> Path:
     run = tmp_path / "runs" / "demo"
     (run / "variants" / "onnx-int8").mkdir(parents=True)
-    (run / "report.json").write_text(json.dumps(report))
+    (run / "report.json").write_text(json.dumps(report_dict(**report)))
     return run
 
 

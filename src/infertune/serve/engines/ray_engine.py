@@ -37,6 +37,7 @@ import ray
 from ray import serve
 from ray.serve.config import BackpressureConfig
 
+from infertune.artifacts import RunDir
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError, InternalError
 from infertune.hardware import detect
@@ -381,7 +382,7 @@ def serve_on_ray(target: str, model_ref: str, policy: ServePolicy, *,
     (a run folder lends its scenario and measurements to the plan, which is saved there as
     ray_autoscaling.json; otherwise in the working directory)."""
     run_dir = Path(target)
-    is_run = (run_dir / "report.json").is_file()
+    is_run = RunDir(run_dir).exists_run()
     cpus = float(policy.model_threads or 1)
     app = ModelApp(model_ref, policy, fast_model_ref, model_threads=max(1, int(cpus)),
                    warnings=warnings)

@@ -1,5 +1,5 @@
-"""Read the autoscaling facts a run folder measured, with a small typed reader of its JSON
-(serve/ never imports optimize/ or report/; DESIGN.md's layering).
+"""Read the autoscaling facts a run folder measured, through artifacts.RunDir (serve/ never
+imports optimize/ or report/; DESIGN.md's layering, so report.json's one figure is read by key).
 
 Keys read (each optional; a missing one leaves the fact unknown, never invented):
   scenario.yaml   slo, traffic (mean_rps, peak_rps, pattern), deployment.cost_per_hour_usd,
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from infertune.config import Scenario, ServePolicy, load_scenario
-from infertune.errors import ConfigError, DataError
-from infertune.jsonfile import read_json
+from infertune.artifacts import RunDir, ServingFile
+from infertune.config import Scenario, ServePolicy
+from infertune.errors import ConfigError
 from infertune.measure.curve import ServiceCurve
 from infertune.serve.engines.autoscale import (
     RAY_PUSH_INTERVAL_S,
@@ -75,24 +75,23 @@ def demand_from_scenario(scenario: Scenario, source: str) -> Demand:
 
 def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> RunFacts:
     """The facts ``run_dir`` holds; ConfigError naming the file when one is malformed."""
-    scenario_path = run_dir / "scenario.yaml"
-    scenario = load_scenario(scenario_path) if scenario_path.is_file() else None
-    serving = _json(run_dir / "serving.json")
-    curve = (_curve(serving["curve"], run_dir / "serving.json") if serving.get("curve")
-             else None)
-    facts = facts_from(scenario, str(scenario_path), curve, f"{run_dir / 'serving.json'}",
+    run = RunDir(run_dir)
+    paths = run.paths
+    scenario = run.scenario() if paths.scenario.is_file() else None
+    serving = run.serving() if paths.serving.is_file() else ServingFile()
+    facts = facts_from(scenario, str(paths.scenario), serving.curve, str(paths.serving),
                        batch_sizes)
-    sizing = serving.get("right_sizing") or {}
-    if isinstance(sizing, dict) and sizing.get("goodput_per_instance"):
-        facts = replace(facts, goodput=Sourced(float(sizing["goodput_per_instance"]),
-                        f"estimate: simulated goodput in {run_dir / 'serving.json'}"))
-    measured = _measured_capacity(_json(run_dir / "report.json"), run_dir / "report.json")
-    if measured is not None:
-        facts = replace(facts, goodput=measured)
-    cold = (_json(run_dir / "profile.json").get("cold_start") or {})
+    if serving.simulated_goodput is not None:
+        facts = replace(facts, goodput=Sourced(serving.simulated_goodput,
+                        f"estimate: simulated goodput in {paths.serving}"))
+    if paths.report_json.is_file():
+        measured = _measured_capacity(run.read(paths.report_json), paths.report_json)
+        if measured is not None:
+            facts = replace(facts, goodput=measured)
+    cold = run.read(paths.profile).get("cold_start") if paths.profile.is_file() else None
     if isinstance(cold, dict) and cold.get("total_s") is not None:
         facts = replace(facts, cold_start=cold_start_fact(float(cold["total_s"]),
-                                                          str(run_dir / "profile.json")))
+                                                          str(paths.profile)))
     return facts
 
 
@@ -173,19 +172,3 @@ def _measured_capacity(report: dict[str, Any], path: Path) -> Sourced | None:
     return Sourced(float(value), f"measured: per-instance goodput at the SLO in {path} "
                    f"({figure.get('basis', '')})")
 
-
-def _json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    data = read_json(path, fix="rerun infertune optimize")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be an object; rerun infertune optimize")
-    return data
-
-
-def _curve(data: Any, path: Path) -> ServiceCurve:
-    try:
-        return ServiceCurve.from_dict(data)
-    except (DataError, KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: 'curve' is not a service curve ({exc}); rerun infertune "
-                          "optimize") from exc

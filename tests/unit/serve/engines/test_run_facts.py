@@ -87,7 +87,8 @@ def test_missing_and_malformed_measurements_name_the_fix(tmp_path: Path) -> None
                        r".*; rerun infertune optimize"):
         read_run(run)
     (run / "serving.json").write_text(json.dumps({"curve": {"points": "x"}}))
-    with pytest.raises(ConfigError, match="'curve' is not a service curve"):
+    with pytest.raises(ConfigError, match="serving.json: ServiceCurve.points: expected a list, "
+                       "found 'x'; rerun"):
         read_run(run)
     (run / "serving.json").write_text("[]")
     with pytest.raises(ConfigError, match="top level must be an object"):
