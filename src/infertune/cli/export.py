@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from infertune.artifacts import RunDir
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 
@@ -51,7 +52,8 @@ def alert_thresholds_for(ref: str, policy: ServePolicy) -> AlertThresholds:
     from infertune.export.source import read_source
     from infertune.serve.alerts import AlertThresholds, run_slo
 
-    if (Path(ref) / "report.json").is_file() and (Path(ref) / "scenario.yaml").is_file():
+    run = RunDir(ref)
+    if run.exists_run() and run.paths.scenario.is_file():
         src = read_source(ref)
         return AlertThresholds.derive(src.slo, policy, measured_capacity(src))
     return AlertThresholds.derive(run_slo(ref), policy)

@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 
-from infertune.config import SLO, ServePolicy, client_deadline_ms, load_scenario
+from infertune.artifacts import RunDir
+from infertune.config import SLO, ServePolicy, client_deadline_ms
 from infertune.serve.live_drift import ALERT_PSI
 from infertune.serve.prometheus_metrics import LATENCY_BUCKETS
 
@@ -218,8 +219,8 @@ def rules_yaml(t: AlertThresholds) -> str:
 
 def run_slo(ref: str | Path) -> SLO:
     """The SLO of a run folder (its scenario.yaml); an empty SLO for anything else."""
-    scenario = Path(ref) / "scenario.yaml"
-    return load_scenario(scenario).slo if scenario.is_file() else SLO()
+    run = RunDir(ref)
+    return run.scenario().slo if run.paths.scenario.is_file() else SLO()
 
 
 def write_rules(path: Path, t: AlertThresholds) -> Path:
