@@ -43,8 +43,25 @@ GraphLevel = Literal["disabled", "basic", "extended", "all"]
 
 @dataclass
 class PassRecord(Serial):
+    """One pass as it ran. ``settings`` is the JSON its pass wrote; code reads it back as the
+    pass's own class (optimize.passes.settings_of), or as one of the shared parts below."""
+
     name: str
     settings: dict[str, Any] = field(default_factory=dict)  # JSON values, as the pass ran
+
+
+_OMIT = {"omit_none": True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Int8SchemeSettings(Serial):
+    """The INT8 scheme every onnxruntime INT8 pass writes into its record (the pass classes
+    inherit it); serve reads it to warn when this CPU would saturate it (Manifest.int8_scheme)."""
+
+    activation_type: str | None = field(default=None, metadata=_OMIT)
+    weight_type: str | None = field(default=None, metadata=_OMIT)
+    reduce_range: bool | None = field(default=None, metadata=_OMIT)
+    scheme_reason: str | None = field(default=None, metadata=_OMIT)
 
 
 @dataclass
@@ -77,9 +94,10 @@ class Preprocessing(Serial):
     truncation: Literal["only_second", "longest_first", "only_first"] = "only_second"  # pairs
 
 
-@dataclass
+@dataclass(frozen=True)
 class TorchRecipe(Serial):
-    """How a torch variant is rebuilt from hf/ at load: all steps are code, not pickles."""
+    """How a torch variant is rebuilt from hf/ at load: all steps are code, not pickles.
+    Frozen: the torch passes' settings (optimize/passes/_torch.py) extend it."""
 
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     mode: Literal["eager", "autocast", "cast"] = "eager"
@@ -144,10 +162,10 @@ class Manifest(Serial):
     def int8_scheme(self) -> tuple[str, str, bool] | None:
         """(activation, weight, reduce_range) of the INT8 pass that built this variant."""
         for record in reversed(self.passes):
-            settings = record.settings
-            if "weight_type" in settings and "reduce_range" in settings:
-                return (str(settings.get("activation_type", "uint8")),
-                        str(settings["weight_type"]), bool(settings["reduce_range"]))
+            scheme = Int8SchemeSettings.from_dict(record.settings)
+            if scheme.weight_type is not None and scheme.reduce_range is not None:
+                return (scheme.activation_type or "uint8", scheme.weight_type,
+                        scheme.reduce_range)
         return None
 
 

@@ -105,7 +105,7 @@ def test_fused_kernel_is_kept_only_when_it_wins_clearly(fused_us, unfused_us, ke
 
     probe = SkipLayerNormProbe(384, 128, 7, fused_us, unfused_us)
     assert probe.fuse is keeps_fusion
-    assert probe.to_settings()["fused"] is keeps_fusion
+    assert probe.to_settings().fused is keeps_fusion
 
 
 def test_skip_layernorm_probe_times_both_forms():
@@ -113,9 +113,9 @@ def test_skip_layernorm_probe_times_both_forms():
 
     probe = time_skip_layernorm(32, tokens=16, blocks=3, calls=5)
     settings = probe.to_settings()
-    assert settings["fused_us"] > 0 and settings["unfused_us"] > 0
-    assert (settings["hidden"], settings["tokens"], settings["blocks"]) == (32, 16, 3)
-    assert settings["fused"] == (probe.fused_us <= 0.9 * probe.unfused_us)
+    assert settings.fused_us > 0 and settings.unfused_us > 0
+    assert (settings.hidden, settings.tokens, settings.blocks) == (32, 16, 3)
+    assert settings.fused == (probe.fused_us <= 0.9 * probe.unfused_us)
 
 
 def test_int8_variants_contain_int8_ops(built_all):

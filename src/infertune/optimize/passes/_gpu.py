@@ -8,7 +8,7 @@ machines without a GPU; by default it is onnxruntime's own list, read when a pas
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from infertune.models.gpu import (
     FP16_TENSOR_CORES,
@@ -20,7 +20,7 @@ from infertune.models.gpu import (
 )
 from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.passes._onnx import OrtDerivedPass
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings
 from infertune.optimize.passes.facts import GUESS_SPREAD, Prior, Priors, Requires, everywhere
 
 ProvidersFn = Callable[[], Sequence[str]]
@@ -32,6 +32,14 @@ GPU_UNMEASURED: Priors = everywhere(Prior(
     "prior; benchmarks/gpu_check.py measures it against fp32 eager on the GPU"))
 ORT_GPU = Requires(gpu_capability=FP16_TENSOR_CORES, libraries=("onnx", "onnxruntime"),
                    why="FP16 tensor cores (Volta+) and onnxruntime-gpu's GPU providers")
+
+
+@dataclass(frozen=True)
+class GpuPassSettings(PassSettings):
+    """What every onnxruntime GPU pass records: its provider (the record adds the GPU it was
+    built on: gpu, compute_capability)."""
+
+    provider: GpuProvider
 
 
 class OrtGpuPass(OrtDerivedPass):
@@ -62,5 +70,5 @@ class OrtGpuPass(OrtDerivedPass):
         manifest.threads.intra_op = 1
         manifest.threads.inter_op = 1
 
-    def settings(self) -> dict[str, Any]:
-        return {"provider": self.provider}
+    def settings(self) -> GpuPassSettings:
+        return GpuPassSettings(self.provider)

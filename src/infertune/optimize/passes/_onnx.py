@@ -18,9 +18,9 @@ from typing import Any
 from infertune.errors import NotApplicableError
 from infertune.hardware import VNNI_FLAGS, HardwareInfo
 from infertune.models.runners import OrtRunner, ort_session
-from infertune.models.variant import Agreement, PassRecord
+from infertune.models.variant import Agreement, Int8SchemeSettings, PassRecord
 from infertune.optimize.passes._text import TOKENIZER_DIR
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings, built
 from infertune.optimize.passes.facts import Requires
 from infertune.optimize.variant import (
     Variant,
@@ -30,6 +30,7 @@ from infertune.optimize.variant import (
     link_or_copy,
     predict_rows,
 )
+from infertune.serial import Serial
 
 # what every onnxruntime pass needs installed
 ORT = Requires(libraries=("onnx", "onnxruntime"))
@@ -66,6 +67,25 @@ def op_counts(path: Path) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
+class SchemeTrial(Serial):
+    """One INT8 scheme scored against the floor on the calibration inputs."""
+
+    scheme: str  # Int8Scheme.label
+    mean_cosine: float
+    min_cosine: float
+    meets_floor: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Int8Settings(PassSettings, Int8SchemeSettings):
+    """What every onnxruntime INT8 pass records: the scheme it chose (read back by serve) and,
+    where several were safe on this CPU, each one tried and why the chosen one won."""
+
+    scheme_trials: list[SchemeTrial] | None = built()
+    scheme_choice: str | None = built()
+
+
+@dataclass(frozen=True)
 class Int8Scheme:
     """Activation and weight types for INT8 MatMuls on this CPU, and why."""
 
@@ -82,9 +102,12 @@ class Int8Scheme:
         name = f"{letter(self.activation)}8{letter(self.weight)}8"
         return name + (" reduce_range" if self.reduce_range else "")
 
-    def to_settings(self) -> dict[str, Any]:
-        return {"activation_type": self.activation, "weight_type": self.weight,
-                "reduce_range": self.reduce_range, "scheme_reason": self.reason}
+    def to_settings(self, trials: list[SchemeTrial] | None = None,
+                    choice: str | None = None) -> Int8Settings:
+        """This scheme as a pass records it, with the trials that chose it (if any)."""
+        return Int8Settings(activation_type=self.activation, weight_type=self.weight,
+                            reduce_range=self.reduce_range, scheme_reason=self.reason,
+                            scheme_trials=trials, scheme_choice=choice)
 
 
 def int8_schemes(hw: HardwareInfo) -> list[Int8Scheme]:
@@ -125,9 +148,9 @@ def choose_int8_scheme(ctx: PassContext, dst: Path, record: PassRecord,
     schemes = int8_schemes(ctx.hardware)
     if len(schemes) == 1:  # nothing to choose between: skip the scoring passes
         build(schemes[0], dst)
-        record.settings |= schemes[0].to_settings()
+        record.settings |= schemes[0].to_settings().to_dict()
         return schemes[0]
-    trials: list[dict[str, Any]] = []
+    trials: list[SchemeTrial] = []
     with tempfile.TemporaryDirectory() as tmp:
         scored: list[tuple[Int8Scheme, Path, Agreement]] = []
         for scheme in schemes:
@@ -135,9 +158,8 @@ def choose_int8_scheme(ctx: PassContext, dst: Path, record: PassRecord,
             build(scheme, trial)
             found = score_graph(trial, ctx)
             scored.append((scheme, trial, found))
-            trials.append({"scheme": scheme.label, "mean_cosine": round(found.mean_cosine, 6),
-                           "min_cosine": round(found.min_cosine, 6),
-                           "meets_floor": ctx.quality.holds(found)})
+            trials.append(SchemeTrial(scheme.label, round(found.mean_cosine, 6),
+                                      round(found.min_cosine, 6), ctx.quality.holds(found)))
             if ctx.quality.holds(found):
                 break
         passing = [s for s in scored if ctx.quality.holds(s[2])]
@@ -146,8 +168,7 @@ def choose_int8_scheme(ctx: PassContext, dst: Path, record: PassRecord,
     why = (f"first scheme meeting {ctx.quality.describe()} on "
            f"{len(ctx.calibration_inputs())} calibration inputs" if passing else
            f"no scheme met {ctx.quality.describe()}; kept the most accurate")
-    record.settings |= chosen[0].to_settings() | {"scheme_trials": trials,
-                                                  "scheme_choice": why}
+    record.settings |= chosen[0].to_settings(trials, why).to_dict()
     return chosen[0]
 
 
@@ -173,8 +194,8 @@ class OrtDerivedPass:
     fallback_source: str | None = None
     precision = "fp32"
 
-    def settings(self) -> dict[str, Any]:
-        return {}
+    def settings(self) -> PassSettings:
+        return PassSettings()
 
     def applies(self, ctx: PassContext) -> str | None:
         return None
@@ -189,7 +210,7 @@ class OrtDerivedPass:
             raise NotApplicableError(f"{self.name} needs an onnxruntime source variant")
         folder = fresh_dir(ctx.out_dir, self.name)
         manifest = copy.deepcopy(source.manifest)
-        record = PassRecord(self.name, self.settings())
+        record = PassRecord(self.name, self.settings().to_dict())
         self.transform(source.path / source.manifest.model_file, folder / MODEL_FILE, ctx,
                        record)
         tok = source.manifest.preprocessing.tokenizer_dir

@@ -4,6 +4,7 @@ file or exports the torch module, and the onnxruntime passes derive from that gr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,21 @@ import numpy as np
 from infertune.models.base import Adapter
 from infertune.models.variant import InputSpec, Manifest, PassRecord
 from infertune.optimize.passes._text import source_sha256
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings, built
+
+
+@dataclass(frozen=True)
+class ExportSettings(PassSettings):
+    """How ``ort_fp32`` made its graph: a Hugging Face export (opset, attention, dynamic axes,
+    its time), a torch tensor model's export, or a copy of the user's .onnx (source_file).
+    Declared here, not in onnx_export.py, because export_tensor_module returns it."""
+
+    exporter: str
+    opset: int | None = built()
+    attn_implementation: str | None = built()
+    dynamic_axes: dict[str, str] | None = built()
+    source_file: str | None = built()
+    export_s: float | None = built()
 
 
 def onnx_file(baseline: Adapter) -> Path | None:
@@ -31,7 +46,7 @@ def torch_tensor_module(baseline: Adapter) -> Any:
     return getattr(baseline.runner, "module", None)
 
 
-def export_tensor_module(ctx: PassContext, path: Path, opset: int) -> dict[str, Any]:
+def export_tensor_module(ctx: PassContext, path: Path, opset: int) -> ExportSettings:
     """Export a torch tensor baseline to ONNX with a dynamic batch axis (the other axes keep
     the example's sizes: a traced graph may bake them into reshapes). Returns the settings."""
     import warnings
@@ -50,8 +65,8 @@ def export_tensor_module(ctx: PassContext, path: Path, opset: int) -> dict[str, 
         warnings.simplefilter("ignore")  # the TorchScript exporter's tracer warnings
         torch.onnx.export(module, args, str(path), input_names=names, output_names=["output"],
                           dynamic_axes=axes, opset_version=opset, dynamo=False)
-    return {"exporter": "torch.onnx.export(dynamo=False) of the torch tensor model",
-            "opset": opset, "dynamic_axes": {"0": "batch"}}
+    return ExportSettings("torch.onnx.export(dynamo=False) of the torch tensor model",
+                          opset=opset, dynamic_axes={"0": "batch"})
 
 
 def _numpy_dtype(ort_type: str) -> str:

@@ -4,14 +4,25 @@ copy the tokenizer in, and write a recipe that models/variant.py re-applies at l
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from dataclasses import dataclass
 
 from infertune.models.variant import PassRecord, TorchRecipe
 from infertune.optimize.passes._text import hf_reason, require_hf, save_tokenizer, text_manifest
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings, built
 from infertune.optimize.variant import Variant, finalize, fresh_dir
 
 HF_DIR = "hf"
+
+
+@dataclass(frozen=True)
+class TorchSettings(PassSettings, TorchRecipe):
+    """A torch pass's record: the recipe it wrote (the manifest's ``recipe`` holds it too)."""
+
+    compile_budget_note: str | None = built()
+
+    @classmethod
+    def of(cls, recipe: TorchRecipe, compile_budget_note: str | None = None) -> TorchSettings:
+        return cls(**dataclasses.asdict(recipe), compile_budget_note=compile_budget_note)
 
 
 class TorchVariantPass:
@@ -23,8 +34,8 @@ class TorchVariantPass:
     precision = "fp32"
     recipe = TorchRecipe()
 
-    def settings(self) -> dict[str, Any]:
-        return dataclasses.asdict(self.recipe)
+    def settings(self) -> TorchSettings:
+        return TorchSettings.of(self.recipe)
 
     def applies(self, ctx: PassContext) -> str | None:
         return hf_reason(ctx.baseline) or self._reason(ctx)
@@ -39,7 +50,7 @@ class TorchVariantPass:
         module.save_pretrained(str(folder / HF_DIR), safe_serialization=True)
         manifest = text_manifest(
             ctx, variant_id=self.name, runtime="torch", precision=self.precision,
-            model_file=HF_DIR, passes=[PassRecord(self.name, self.settings())],
+            model_file=HF_DIR, passes=[PassRecord(self.name, self.settings().to_dict())],
             tokenizer_dir=save_tokenizer(ctx.baseline, folder))
         manifest.recipe = self.recipe
         manifest.notes.extend(self.notes(ctx))

@@ -25,6 +25,7 @@ from infertune.hardware import HardwareInfo
 from infertune.models.base import Adapter
 from infertune.models.variant import Agreement
 from infertune.optimize.variant import Variant, predict_rows
+from infertune.serial import Serial
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,19 @@ def _by_length(inputs: list[Any]) -> list[Any]:
     return inputs
 
 
+@dataclass(frozen=True)
+class PassSettings(Serial):
+    """What a pass was asked to do, as its record in the manifest holds it (``PassRecord``
+    keeps the JSON dict; ``registry.settings_of`` reads a record back as its pass's class).
+    Each pass family declares its subclass beside it; fields a pass only learns at build time
+    are ``None`` until then and left out of the JSON (``omit_none``)."""
+
+
+def built() -> Any:
+    """A field the pass fills in at build time: None, and not written, until then."""
+    return field(default=None, metadata={"omit_none": True})
+
+
 class Pass(Protocol):
     # read-only in the protocol, so a pass may declare them as plain class attributes
     @property
@@ -124,4 +138,4 @@ class Pass(Protocol):
 
     def apply(self, source: Variant | None, ctx: PassContext) -> Variant: ...
 
-    def settings(self) -> dict[str, Any]: ...
+    def settings(self) -> PassSettings: ...

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.models.variant import Agreement, Fp32Layer, Manifest, PassRecord
-from infertune.optimize.passes._onnx import ORT, OrtDerivedPass, int8_scheme, score_graph
+from infertune.optimize.passes._onnx import (
+    ORT,
+    Int8Settings,
+    OrtDerivedPass,
+    int8_scheme,
+    score_graph,
+)
 from infertune.optimize.passes._priors import int8_priors
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, built
 from infertune.optimize.passes.facts import InPlan, PassFacts, QuantizeCost
 from infertune.optimize.passes.ort_dynamic_int8 import quantize_dynamic_file
 from infertune.optimize.passes.registry import register
@@ -29,6 +35,23 @@ class Sensitivity:
     node: str
     op_type: str
     mean_cosine: float  # final-output mean cosine with only this node quantized
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixedSettings(Int8Settings):
+    """The search asked for, and what it found (set at build): every quantizable node's solo
+    sensitivity, most sensitive first, and the nodes it kept in fp32."""
+
+    per_channel: bool
+    search_margin: float
+    method: str = "solo sensitivity, greedy fp32"
+    floor: str | None = built()
+    calibration_inputs: int | None = built()
+    quantizable_nodes: int | None = built()
+    fp32_nodes: int | None = built()
+    calibration_mean_cosine: float | None = built()
+    sensitivity: list[tuple[str, str, float]] | None = built()  # (node, op_type, mean cosine)
+    excluded: list[str] | None = built()
 
 
 @register("ort_int8_mixed", facts=PassFacts(
@@ -53,14 +76,15 @@ class MixedPrecisionPass(OrtDerivedPass):
         self.margin = margin
         self.name = "ort_int8_mixed_per_channel" if per_channel else "ort_int8_mixed"
 
-    def settings(self) -> dict[str, Any]:
-        return {"per_channel": self.per_channel, "method": "solo sensitivity, greedy fp32",
-                "search_margin": self.margin}
+    def settings(self) -> MixedSettings:
+        return MixedSettings(per_channel=self.per_channel, search_margin=self.margin)
 
     def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
         scheme = int8_scheme(ctx.hardware)
-        record.settings |= scheme.to_settings() | {"activation_type": "uint8",
-                                                   "floor": ctx.quality.describe()}
+        # onnxruntime's DynamicQuantizeLinear makes uint8 activations whatever the CPU
+        found = replace(self.settings(), activation_type="uint8", weight_type=scheme.weight,
+                        reduce_range=scheme.reduce_range, scheme_reason=scheme.reason,
+                        floor=ctx.quality.describe())
         with tempfile.TemporaryDirectory() as tmp:
             trial = Path(tmp) / "trial.onnx"
 
@@ -71,25 +95,25 @@ class MixedPrecisionPass(OrtDerivedPass):
 
             ranked = sorted((Sensitivity(n, op, score(only=[n]).mean_cosine)
                              for n, op in quantizable_nodes(src)), key=lambda s: s.mean_cosine)
-            kept, found = _greedy(ranked, ctx, score, self.margin)
+            kept, agreed = _greedy(ranked, ctx, score, self.margin)
             shutil.copyfile(trial, dst)  # the last trial scored is the mix that met the floor
-        record.settings |= {
-            "calibration_inputs": len(ctx.calibration_inputs()),
-            "quantizable_nodes": len(ranked), "fp32_nodes": len(kept),
-            "calibration_mean_cosine": round(found.mean_cosine, 6),
-            "sensitivity": [[s.node, s.op_type, round(s.mean_cosine, 6)] for s in ranked],
-            "excluded": [s.node for s in kept],
-        }
+        record.settings |= replace(
+            found, calibration_inputs=len(ctx.calibration_inputs()),
+            quantizable_nodes=len(ranked), fp32_nodes=len(kept),
+            calibration_mean_cosine=round(agreed.mean_cosine, 6),
+            sensitivity=[(s.node, s.op_type, round(s.mean_cosine, 6)) for s in ranked],
+            excluded=[s.node for s in kept]).to_dict()
 
     def update(self, manifest: Manifest, ctx: PassContext, record: PassRecord) -> None:
-        ranked = record.settings["sensitivity"]
+        found = MixedSettings.from_dict(record.settings)
+        ranked = found.sensitivity or []
         rank = {node: i + 1 for i, (node, _, _) in enumerate(ranked)}
         solo = {node: (op, cos) for node, op, cos in ranked}
         manifest.fp32_layers = [
             Fp32Layer(node, f"{solo[node][0]} quantized alone gave mean cosine "
                             f"{solo[node][1]:.5f} (sensitivity rank {rank[node]} of "
                             f"{len(ranked)}); kept fp32 to meet {ctx.quality.describe()}")
-            for node in record.settings["excluded"]]
+            for node in found.excluded or []]
 
 
 def _greedy(ranked: list[Sensitivity], ctx: PassContext, score: Any,

@@ -16,12 +16,14 @@ from __future__ import annotations
 import copy
 import time
 import warnings
+from dataclasses import replace
 from typing import Any
 
 from infertune.models.variant import PassRecord, ThreadSettings
 from infertune.optimize.passes._onnx import MODEL_FILE, op_counts
 from infertune.optimize.passes._priors import avx2_measured
 from infertune.optimize.passes._tensor import (
+    ExportSettings,
     export_tensor_module,
     onnx_file,
     tensor_manifest,
@@ -51,12 +53,12 @@ class OnnxExportPass:
         self.attn_implementation = attn_implementation
         self.opset = opset
 
-    def settings(self) -> dict[str, Any]:
-        return {"exporter": "torch.onnx.export(dynamo=False), TorchScript-based (deprecated "
-                            "in torch>=2.9; kept because its graphs fuse Attention)",
-                "opset": self.opset,
-                "attn_implementation": self.attn_implementation,
-                "dynamic_axes": {"0": "batch", "1": "sequence"}}
+    def settings(self) -> ExportSettings:
+        return ExportSettings(
+            exporter="torch.onnx.export(dynamo=False), TorchScript-based (deprecated in "
+                     "torch>=2.9; kept because its graphs fuse Attention)",
+            opset=self.opset, attn_implementation=self.attn_implementation,
+            dynamic_axes={"0": "batch", "1": "sequence"})
 
     def applies(self, ctx: PassContext) -> str | None:
         if onnx_file(ctx.baseline) is not None or torch_tensor_module(ctx.baseline) is not None:
@@ -75,8 +77,8 @@ class OnnxExportPass:
         started = time.perf_counter()
         export_text_model(ctx, folder / MODEL_FILE, manifest.output_name,
                           self.attn_implementation, self.opset)
-        settings = self.settings() | {"export_s": round(time.perf_counter() - started, 3)}
-        manifest.passes = [PassRecord(self.name, settings)]
+        settings = replace(self.settings(), export_s=round(time.perf_counter() - started, 3))
+        manifest.passes = [PassRecord(self.name, settings.to_dict())]
         manifest.threads = ThreadSettings(graph_level="all")
         manifest.op_counts = op_counts(folder / MODEL_FILE)
         return finalize(folder, manifest)
@@ -90,12 +92,12 @@ class OnnxExportPass:
             # load and save, not link: weights in external data files come along into one
             # file, and a later edit of the user's file cannot change the variant's bytes
             onnx.save(onnx.load(str(original)), str(folder / MODEL_FILE))
-            settings = {"exporter": "none: the baseline is an ONNX file, copied as is",
-                        "source_file": str(original)}
+            settings = ExportSettings("none: the baseline is an ONNX file, copied as is",
+                                      source_file=str(original))
         else:
             settings = export_tensor_module(ctx, folder / MODEL_FILE, self.opset)
         manifest = tensor_manifest(ctx, variant_id=self.name, model_path=folder / MODEL_FILE,
-                                   passes=[PassRecord(self.name, settings)])
+                                   passes=[PassRecord(self.name, settings.to_dict())])
         manifest.threads = ThreadSettings(graph_level="all")
         manifest.op_counts = op_counts(folder / MODEL_FILE)
         return finalize(folder, manifest)

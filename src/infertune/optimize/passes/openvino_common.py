@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from infertune.optimize.passes._text import TOKENIZER_DIR
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.facts import QUANT_RATIO, CostFacts
 from infertune.optimize.variant import Variant, fresh_dir, library_versions, link_or_copy
+from infertune.serial import Serial
 
 XML_FILE = "model.xml"
 # OpenVINO computes BF16 natively with these (AMX tiles, or AVX-512 BF16 dot products);
@@ -117,14 +117,14 @@ def read_back(runner: OvRunner, record: PassRecord, wanted: str) -> str:
 
 
 @dataclass(frozen=True)
-class ShapeTiming:
+class ShapeTiming(Serial):
     p50_ms: float
     p95_ms: float
     calls: int
 
-    def to_settings(self) -> dict[str, Any]:
-        return {"p50_ms": round(self.p50_ms, 3), "p95_ms": round(self.p95_ms, 3),
-                "calls": self.calls}
+    def to_settings(self) -> ShapeTiming:
+        """As recorded: milliseconds rounded to the microsecond."""
+        return replace(self, p50_ms=round(self.p50_ms, 3), p95_ms=round(self.p95_ms, 3))
 
 
 def static_lengths(manifest: Manifest) -> list[int]:
@@ -171,7 +171,7 @@ def choose_shapes(xml: Path, settings: OpenVinoSettings, manifest: Manifest, ctx
         "measured_on": ctx.hardware.cpu_model, "batch": 1,
         "static_lengths": lengths, "chosen": chosen,
         "rule": f"static only when its p95 is over {STATIC_MARGIN:.0%} below dynamic's",
-        **{k: t.to_settings() | compile_s[k] for k, t in found.items()}}
+        **{k: t.to_settings().to_dict() | compile_s[k] for k, t in found.items()}}
     if static_wins:
         pre = manifest.preprocessing
         pre.padding, pre.buckets = "bucket", lengths

@@ -7,13 +7,14 @@ from the compiled model and refused when it is not the one asked for."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from infertune.errors import NotApplicableError
 from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, convert_onnx
 from infertune.models.variant import PassRecord
 from infertune.optimize.passes._priors import AMX_BATCH16_FP32, AMX_HAND
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings
 from infertune.optimize.passes.facts import (
     MEASURED_SPREAD,
     InPlan,
@@ -38,6 +39,16 @@ from infertune.optimize.variant import Variant, finalize
 
 Precision = Literal["fp32", "bf16"]
 HINTS: dict[Precision, Literal["f32", "bf16"]] = {"fp32": "f32", "bf16": "bf16"}
+
+
+@dataclass(frozen=True)
+class OpenVinoConvertSettings(PassSettings):
+    """The conversion asked for; the record adds, at build, the precision read back
+    (read_back), the threads (serve_threads) and the shape choice (choose_shapes)."""
+
+    precision_hint: Literal["f32", "bf16"]
+    converter: str = "openvino.convert_model from the ONNX export"
+    compress_to_fp16: bool = False
 
 
 @register("openvino_fp32", facts=PassFacts(
@@ -65,9 +76,8 @@ class OpenVinoPass:
         self.precision = precision
         self.name = f"openvino_{precision}"
 
-    def settings(self) -> dict[str, Any]:
-        return {"converter": "openvino.convert_model from the ONNX export",
-                "compress_to_fp16": False, "precision_hint": HINTS[self.precision]}
+    def settings(self) -> OpenVinoConvertSettings:
+        return OpenVinoConvertSettings(HINTS[self.precision])
 
     def applies(self, ctx: PassContext) -> str | None:
         reason = openvino_reason(ctx)
@@ -79,7 +89,7 @@ class OpenVinoPass:
         if source is None or source.manifest.runtime != "onnxruntime":
             raise NotApplicableError(f"{self.name} needs the ONNX export (ort_fp32)")
         folder, manifest = new_ir_folder(source, ctx, self.name)
-        record = PassRecord(self.name, self.settings())
+        record = PassRecord(self.name, self.settings().to_dict())
         convert_onnx(source.path / source.manifest.model_file, folder / XML_FILE)
         settings = OpenVinoSettings(precision_hint=HINTS[self.precision],
                                     output_sequence_axis=manifest.task == "embedding")

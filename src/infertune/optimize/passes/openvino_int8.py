@@ -21,7 +21,7 @@ import io
 import logging
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import numpy as np
 from infertune.errors import NotApplicableError
 from infertune.models.openvino_runner import OpenVinoSettings, OvRunner
 from infertune.models.variant import Agreement, PassRecord
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings
 from infertune.optimize.passes.facts import InPlan, PassFacts, Requires
 from infertune.optimize.passes.openvino_common import (
     XML_FILE,
@@ -41,6 +41,7 @@ from infertune.optimize.passes.openvino_common import (
 )
 from infertune.optimize.passes.registry import register
 from infertune.optimize.variant import Variant, agreement, finalize, predict_rows
+from infertune.serial import Serial
 
 GATE_SLACK = 0.1  # share of the f32 IR's room above the floor that accuracy control keeps
 
@@ -56,6 +57,26 @@ def quiet_nncf() -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class OpenVinoInt8Settings(PassSettings):
+    """The quantizers; the record adds, at build, each trial, the choice and the precision
+    read back."""
+
+    quantizer: str = "nncf.quantize, model_type=TRANSFORMER (mixed preset)"
+    fallback: str = "nncf.quantize_with_accuracy_control on infertune's mean cosine"
+
+
+@dataclass(frozen=True)
+class NncfTrial(Serial):
+    """One NNCF result scored by the gate on the calibration inputs."""
+
+    trial: str
+    fake_quantize: int
+    mean_cosine: float
+    min_cosine: float
+    meets_floor: bool
+
+
 @register("openvino_int8", facts=PassFacts(
     runtime="openvino", precision="int8", requires=Requires(
         libraries=("openvino", "nncf"), model_kinds=("text",)),
@@ -67,9 +88,8 @@ class OpenVinoInt8Pass:
     fallback_source: str | None = None
     precision = "int8"
 
-    def settings(self) -> dict[str, Any]:
-        return {"quantizer": "nncf.quantize, model_type=TRANSFORMER (mixed preset)",
-                "fallback": "nncf.quantize_with_accuracy_control on infertune's mean cosine"}
+    def settings(self) -> OpenVinoInt8Settings:
+        return OpenVinoInt8Settings()
 
     def applies(self, ctx: PassContext) -> str | None:
         reason = openvino_reason(ctx)
@@ -85,7 +105,7 @@ class OpenVinoInt8Pass:
         if source is None or source.manifest.openvino is None:
             raise NotApplicableError(f"{self.name} needs the OpenVINO f32 variant")
         folder, manifest = new_ir_folder(source, ctx, self.name)
-        record = PassRecord(self.name, self.settings())
+        record = PassRecord(self.name, self.settings().to_dict())
         settings = replace(source.manifest.openvino, precision_hint="f32")
         xml = source.path / source.manifest.model_file
         model = quantize_to_floor(ov.Core().read_model(str(xml)), xml, ctx, record)
@@ -103,7 +123,7 @@ def quantize_to_floor(model: Any, f32_xml: Path, ctx: PassContext, record: PassR
 
     inputs = ctx.calibration_inputs()
     feeds = [ctx.baseline.preprocess([x]) for x in inputs]
-    trials: list[dict[str, Any]] = []
+    trials: list[NncfTrial] = []
     with quiet_nncf():
         plain = nncf.quantize(model.clone(), nncf.Dataset(feeds),
                               model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
@@ -130,7 +150,7 @@ def quantize_to_floor(model: Any, f32_xml: Path, ctx: PassContext, record: PassR
             chosen, best = controlled, found
     meets = ctx.quality.holds(best)
     record.settings |= {
-        "trials": trials, "calibration_inputs": len(feeds),
+        "trials": [t.to_dict() for t in trials], "calibration_inputs": len(feeds),
         "choice": (f"first trial meeting {ctx.quality.describe()} on {len(feeds)} calibration "
                    "inputs" if meets else
                    f"no trial met {ctx.quality.describe()}; kept the most accurate")}
@@ -151,10 +171,9 @@ def _no_smooth_quant() -> Any:
         smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=-1))
 
 
-def _trial(what: str, model: Any, found: Agreement, ctx: PassContext) -> dict[str, Any]:
-    return {"trial": what, "fake_quantize": fake_quantize_count(model),
-            "mean_cosine": round(found.mean_cosine, 6), "min_cosine": round(found.min_cosine, 6),
-            "meets_floor": ctx.quality.holds(found)}
+def _trial(what: str, model: Any, found: Agreement, ctx: PassContext) -> NncfTrial:
+    return NncfTrial(what, fake_quantize_count(model), round(found.mean_cosine, 6),
+                     round(found.min_cosine, 6), ctx.quality.holds(found))
 
 
 def fake_quantize_count(model: Any) -> int:

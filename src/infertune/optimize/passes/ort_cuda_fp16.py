@@ -12,15 +12,35 @@ they are."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infertune.models.gpu import GpuProvider
 from infertune.models.variant import PassRecord
-from infertune.optimize.passes._gpu import GPU_UNMEASURED, ORT_GPU, OrtGpuPass
+from infertune.optimize.passes._gpu import GPU_UNMEASURED, ORT_GPU, GpuPassSettings, OrtGpuPass
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.facts import FUSE_RATIO, ExportCost, InPlan, PassFacts
 from infertune.optimize.passes.ort_fusion import BERT_LIKE
 from infertune.optimize.passes.registry import register
+from infertune.serial import Serial
+
+
+@dataclass(frozen=True)
+class CudaFp16Settings(GpuPassSettings):
+    provider: GpuProvider = "cuda"
+    io_binding: bool = True
+    keep_io_types: bool = True
+    converter: str = "onnxruntime.transformers float16"
+
+
+@dataclass(frozen=True)
+class Fp16Graph(Serial):
+    """What fp16_graph did: the GPU fusions (by operator), and the weights per element type."""
+
+    gpu_fusion: dict[str, int]
+    fused_for: str | None  # "bert", or None when no fusion pattern matched
+    initializers: dict[str, int]
 
 
 @register("ort_cuda_fp16", facts=PassFacts(
@@ -34,16 +54,15 @@ class OrtCudaFp16Pass(OrtGpuPass):
     name = "ort_cuda_fp16"
     provider = "cuda"
 
-    def settings(self) -> dict[str, Any]:
-        return {"provider": "cuda", "io_binding": True, "keep_io_types": True,
-                "converter": "onnxruntime.transformers float16"}
+    def settings(self) -> CudaFp16Settings:
+        return CudaFp16Settings()
 
     def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
         config = getattr(getattr(ctx.baseline.runner, "module", None), "config", None)
-        record.settings |= fp16_graph(src, dst, config)
+        record.settings |= fp16_graph(src, dst, config).to_dict()
 
 
-def fp16_graph(src: Path, dst: Path, hf_config: Any = None) -> dict[str, Any]:
+def fp16_graph(src: Path, dst: Path, hf_config: Any = None) -> Fp16Graph:
     """Write ``dst``: ``src`` fused for the GPU (BERT-like Hugging Face configs) and in fp16.
     Returns what was done, for the pass record."""
     from onnxruntime.transformers import optimizer
@@ -62,8 +81,7 @@ def fp16_graph(src: Path, dst: Path, hf_config: Any = None) -> dict[str, Any]:
         fused = {}
     model.convert_float_to_float16(keep_io_types=True)
     model.save_model_to_file(str(dst))
-    return {"gpu_fusion": fused, "fused_for": "bert" if fused else None,
-            "initializers": initializer_types(dst)}
+    return Fp16Graph(fused, "bert" if fused else None, initializer_types(dst))
 
 
 def initializer_types(path: Path) -> dict[str, int]:

@@ -5,14 +5,15 @@ more accuracy for the same kernels. Activation/weight types follow the CPU (see 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.models.variant import PassRecord
 from infertune.optimize.passes._onnx import (
     ORT,
     Int8Scheme,
+    Int8Settings,
     OrtDerivedPass,
     choose_int8_scheme,
     op_counts,
@@ -34,6 +35,15 @@ from infertune.optimize.passes.registry import register
 # measured on AVX2 (per-channel passed the 0.99 floor there: 0.993), on VNNI, and on the AMX
 # Xeon: 2.91x at batch 1, 474 texts/s at batch 16 (torch fp32: 225)
 _MEASURED = int8_priors(2.72, 0.8, VNNI_KB)
+DYNAMIC_OP_TYPES = ("MatMul", "Attention")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DynamicInt8Settings(Int8Settings):
+    per_channel: bool
+    op_types: tuple[str, ...] = DYNAMIC_OP_TYPES
+
+
 PER_CHANNEL_PRIORS = Priors(
     {**_MEASURED.by_path, "amx": Prior(2.91, MEASURED_SPREAD, 0.8, AMX_HAND,
                                        batched=474 / AMX_BATCH16_FP32)}, _MEASURED.default)
@@ -59,8 +69,8 @@ class OrtDynamicInt8Pass(OrtDerivedPass):
         self.per_channel = per_channel
         self.name = f"ort_int8_dynamic_{'per_channel' if per_channel else 'per_tensor'}"
 
-    def settings(self) -> dict[str, Any]:
-        return {"per_channel": self.per_channel, "op_types": ["MatMul", "Attention"]}
+    def settings(self) -> DynamicInt8Settings:
+        return DynamicInt8Settings(per_channel=self.per_channel)
 
     def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
         def build(scheme: Int8Scheme, out: Path) -> None:
@@ -89,7 +99,7 @@ def quantize_dynamic_file(src: Path, dst: Path, *, per_channel: bool, weight: st
     with quiet_quantizer():
         quantize_dynamic(
             str(src), str(dst), per_channel=per_channel, reduce_range=reduce_range,
-            weight_type=quant_type(weight), op_types_to_quantize=["MatMul", "Attention"],
+            weight_type=quant_type(weight), op_types_to_quantize=list(DYNAMIC_OP_TYPES),
             nodes_to_exclude=exclude or [], nodes_to_quantize=only or [],
             # fused contrib ops defeat ONNX shape inference; their outputs are fp32 tensors
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT,

@@ -20,8 +20,9 @@ from infertune.errors import NotApplicableError
 from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.passes._onnx import OrtDerivedPass
 from infertune.optimize.passes._priors import AMX_BATCH16_FP32, AMX_HAND, avx2_measured
+from infertune.optimize.passes._tensor import ExportSettings
 from infertune.optimize.passes._text import hf_reason
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings, built
 from infertune.optimize.passes.facts import (
     FUSE_RATIO,
     MEASURED_SPREAD,
@@ -32,7 +33,8 @@ from infertune.optimize.passes.facts import (
     Priors,
     Requires,
 )
-from infertune.optimize.passes.registry import register
+from infertune.optimize.passes.registry import register, settings_of
+from infertune.serial import Serial
 
 # Hugging Face model types whose encoder layout the "bert" fusion patterns match.
 BERT_LIKE = ("bert", "roberta", "xlm-roberta", "distilbert", "camembert", "electra", "mpnet")
@@ -42,6 +44,32 @@ FUSED_MUST_WIN_BY = 0.9
 PROBE_TOKENS = 128
 SKIP_LN_OPTIMIZER = "SkipLayerNormFusion"
 SkipLayerNormMode = Literal["auto", "fused", "unfused"]
+
+
+@dataclass(frozen=True)
+class ProbeSettings(Serial):
+    """The timing probe as recorded: times rounded to 0.1 us, and the verdict they gave."""
+
+    hidden: int
+    tokens: int
+    blocks: int
+    fused_us: float
+    unfused_us: float
+    fused: bool
+
+
+@dataclass(frozen=True)
+class FusionSettings(PassSettings):
+    """The optimizer call, and what it did here (set at build): whether residual LayerNorms
+    were fused, the probe that decided it ("auto"), and the fusions the optimizer reported."""
+
+    skip_layernorm: SkipLayerNormMode
+    optimizer: str = "onnxruntime.transformers.optimizer"
+    model_type: str = "bert"
+    opt_level: int = 0
+    skip_layernorm_probe: ProbeSettings | None = built()
+    skip_layernorm_fused: bool | None = built()
+    optimizer_reported: dict[str, int] | None = built()
 
 
 @register("ort_fused", facts=PassFacts(
@@ -63,9 +91,8 @@ class OrtFusionPass(OrtDerivedPass):
     def __init__(self, skip_layernorm: SkipLayerNormMode = "auto") -> None:
         self.skip_layernorm = skip_layernorm
 
-    def settings(self) -> dict[str, Any]:
-        return {"optimizer": "onnxruntime.transformers.optimizer", "model_type": "bert",
-                "opt_level": 0, "skip_layernorm": self.skip_layernorm}
+    def settings(self) -> FusionSettings:
+        return FusionSettings(self.skip_layernorm)
 
     def applies(self, ctx: PassContext) -> str | None:
         reason = hf_reason(ctx.baseline)
@@ -84,7 +111,7 @@ class OrtFusionPass(OrtDerivedPass):
         fuse = self.skip_layernorm == "fused"
         if self.skip_layernorm == "auto":
             probe = time_skip_layernorm(config.hidden_size)
-            record.settings["skip_layernorm_probe"] = probe.to_settings()
+            record.settings["skip_layernorm_probe"] = probe.to_settings().to_dict()
             fuse = probe.fuse
         record.settings["skip_layernorm_fused"] = fuse
         options = FusionOptions("bert")
@@ -101,17 +128,19 @@ class OrtFusionPass(OrtDerivedPass):
 
     def update(self, manifest: Manifest, ctx: PassContext, record: PassRecord) -> None:
         if not manifest.op_counts.get("Attention"):
-            attn = manifest.passes[0].settings.get("attn_implementation")
+            export = settings_of(manifest.passes[0])
+            attn = export.attn_implementation if isinstance(export, ExportSettings) else None
             manifest.notes.append(f"no Attention node was fused (export used {attn!r} attention)")
-        if record.settings["skip_layernorm_fused"]:
+        found = FusionSettings.from_dict(record.settings)
+        if found.skip_layernorm_fused:
             return
         # else onnxruntime's own SkipLayerNormFusion would fuse them again at load
         manifest.threads.disabled_optimizers.append(SKIP_LN_OPTIMIZER)
-        probe = record.settings.get("skip_layernorm_probe")
+        probe = found.skip_layernorm_probe
         why = ("as asked (skip_layernorm='unfused')" if probe is None else
-               f"on this machine it took {probe['fused_us']:.0f} us against "
-               f"{probe['unfused_us']:.0f} us for Add + LayerNormalization ({probe['tokens']} "
-               f"tokens x {probe['hidden']}, median of {probe['blocks']} interleaved blocks)")
+               f"on this machine it took {probe.fused_us:.0f} us against "
+               f"{probe.unfused_us:.0f} us for Add + LayerNormalization ({probe.tokens} "
+               f"tokens x {probe.hidden}, median of {probe.blocks} interleaved blocks)")
         manifest.notes.append(f"SkipLayerNormalization left unfused: {why}")
 
 
@@ -129,10 +158,9 @@ class SkipLayerNormProbe:
     def fuse(self) -> bool:
         return self.fused_us <= self.unfused_us * FUSED_MUST_WIN_BY
 
-    def to_settings(self) -> dict[str, Any]:
-        return {"hidden": self.hidden, "tokens": self.tokens, "blocks": self.blocks,
-                "fused_us": round(self.fused_us, 1), "unfused_us": round(self.unfused_us, 1),
-                "fused": self.fuse}
+    def to_settings(self) -> ProbeSettings:
+        return ProbeSettings(self.hidden, self.tokens, self.blocks, round(self.fused_us, 1),
+                             round(self.unfused_us, 1), self.fuse)
 
 
 def time_skip_layernorm(hidden: int, tokens: int = PROBE_TOKENS, blocks: int = 7,

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from infertune.models.variant import GraphLevel, Manifest, PassRecord
 from infertune.optimize.passes._onnx import ORT, OrtDerivedPass
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings
 from infertune.optimize.passes.facts import PassFacts, SettingCost
 from infertune.optimize.passes.registry import register
+
+
+@dataclass(frozen=True)
+class GraphLevelSettings(PassSettings):
+    graph_optimization_level: GraphLevel
 
 
 @register("ort_graph_basic", level="basic", facts=PassFacts(
@@ -24,8 +29,8 @@ class OrtGraphLevelPass(OrtDerivedPass):
         self.level = level
         self.name = f"ort_graph_{level}"
 
-    def settings(self) -> dict[str, Any]:
-        return {"graph_optimization_level": self.level}
+    def settings(self) -> GraphLevelSettings:
+        return GraphLevelSettings(self.level)
 
     def update(self, manifest: Manifest, ctx: PassContext, record: PassRecord) -> None:
         manifest.threads.graph_level = self.level

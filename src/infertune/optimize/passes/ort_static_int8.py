@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,12 +19,13 @@ from infertune.models.variant import PassRecord
 from infertune.optimize.passes._onnx import (
     ORT,
     Int8Scheme,
+    Int8Settings,
     OrtDerivedPass,
     choose_int8_scheme,
     quant_type,
     quiet_quantizer,
 )
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, built
 from infertune.optimize.passes.facts import GUESS_SPREAD, InPlan, PassFacts, QuantizeCost
 from infertune.optimize.passes.ort_dynamic_int8 import PER_CHANNEL_PRIORS
 from infertune.optimize.passes.registry import register
@@ -35,6 +37,15 @@ STATIC_OP_TYPES = ("MatMul", "Gemm", "Conv")
 # cosine 0.931 on minilm here, issue 13)
 STATIC_PRIORS = PER_CHANNEL_PRIORS.derived(GUESS_SPREAD, 0.5,
                                            "estimate: as dynamic per-channel INT8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StaticInt8Settings(Int8Settings):
+    calibration: Method
+    per_channel: bool
+    format: str = "QDQ"
+    op_types: tuple[str, ...] = STATIC_OP_TYPES
+    calibration_inputs: int | None = built()
 
 
 @register("ort_int8_static_minmax", method="minmax", facts=PassFacts(
@@ -58,9 +69,8 @@ class OrtStaticInt8Pass(OrtDerivedPass):
         self.per_channel = per_channel
         self.name = f"ort_int8_static_{method}"
 
-    def settings(self) -> dict[str, Any]:
-        return {"format": "QDQ", "calibration": self.method, "per_channel": self.per_channel,
-                "op_types": list(STATIC_OP_TYPES)}
+    def settings(self) -> StaticInt8Settings:
+        return StaticInt8Settings(calibration=self.method, per_channel=self.per_channel)
 
     def applies(self, ctx: PassContext) -> str | None:
         if not ctx.calibration:

@@ -9,16 +9,34 @@ does not take run on CUDA. The profile's opt shape comes from the traffic's toke
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from infertune.models.gpu import OrtGpuSettings, TrtProfile, trt_profile
+from infertune.models.gpu import GpuProvider, OrtGpuSettings, TrtProfile, trt_profile
 from infertune.models.text import TextAdapter
 from infertune.models.variant import Manifest, PassRecord
-from infertune.optimize.passes._gpu import GPU_UNMEASURED, ORT_GPU, OrtGpuPass, ProvidersFn
+from infertune.optimize.passes._gpu import (
+    GPU_UNMEASURED,
+    ORT_GPU,
+    GpuPassSettings,
+    OrtGpuPass,
+    ProvidersFn,
+)
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.facts import UNKNOWN_COST, InPlan, PassFacts
 from infertune.optimize.passes.registry import register
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorrtSettings(GpuPassSettings):
+    """The engine options asked for (the record adds the profile and symbolic_shapes)."""
+
+    max_batch: int
+    opt_batch: int
+    provider: GpuProvider = "tensorrt"
+    trt_fp16_enable: bool = True
+    engine_cache: bool = True
+    io_binding: bool = True
 
 
 @register("ort_tensorrt_fp16", facts=PassFacts(
@@ -40,9 +58,8 @@ class OrtTensorrtFp16Pass(OrtGpuPass):
         self.max_batch = max_batch
         self.opt_batch = opt_batch
 
-    def settings(self) -> dict[str, Any]:
-        return {"provider": "tensorrt", "trt_fp16_enable": True, "engine_cache": True,
-                "io_binding": True, "max_batch": self.max_batch, "opt_batch": self.opt_batch}
+    def settings(self) -> TensorrtSettings:
+        return TensorrtSettings(max_batch=self.max_batch, opt_batch=self.opt_batch)
 
     def transform(self, src: Path, dst: Path, ctx: PassContext, record: PassRecord) -> None:
         import onnx

@@ -10,6 +10,7 @@ else ``UNKNOWN``.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -17,7 +18,8 @@ from typing import Any, TypeVar
 
 from infertune.errors import ConfigError, InternalError
 from infertune.hardware import HardwareInfo
-from infertune.optimize.passes.base import Pass
+from infertune.models.variant import PassRecord
+from infertune.optimize.passes.base import Pass, PassSettings
 from infertune.optimize.passes.facts import UNKNOWN, PassFacts
 from infertune.serial import Serial
 
@@ -58,6 +60,16 @@ class Registry(Mapping[str, PassFactory]):
 
     def entries(self) -> list[Entry]:
         return list(self._entries.values())
+
+    def settings_type(self, name: str) -> type[PassSettings]:
+        """The class ``name``'s ``settings()`` returns (read from its annotation, so the pass
+        declares it once); PassSettings for a name this registry does not know."""
+        entry = self._entries.get(name)
+        cls = getattr(entry.factory, "func", entry.factory) if entry else None
+        method = getattr(cls, "settings", None)
+        hint = typing.get_type_hints(method).get("return") if method is not None else None
+        return hint if isinstance(hint, type) and issubclass(hint, PassSettings) \
+            else PassSettings
 
     def create(self, name: str) -> Pass:
         entry = self._entries.get(name)
@@ -112,6 +124,14 @@ def as_registry(found: Mapping[str, PassFactory] | None) -> Registry:
 
 def create_pass(name: str, registry: Mapping[str, PassFactory] | None = None) -> Pass:
     return as_registry(registry).create(name)
+
+
+def settings_of(record: PassRecord, registry: Mapping[str, PassFactory] | None = None
+                ) -> PassSettings:
+    """A manifest's pass record read back as its pass's settings class (keys that class does
+    not declare are left in the record's JSON; a pass this infertune does not know reads as
+    the empty base)."""
+    return as_registry(registry).settings_type(record.name).from_dict(record.settings)
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,26 @@ intra-op thread per effective core, spinning on: lowest single-request latency),
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.passes._onnx import ORT, OrtDerivedPass
 from infertune.optimize.passes._priors import avx2_measured, int8_priors
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings
 from infertune.optimize.passes.facts import InPlan, PassFacts, SettingCost
 from infertune.optimize.passes.registry import register
 
 Plan = Literal["one", "cores", "cores_nospin"]
+
+
+@dataclass(frozen=True)
+class ThreadPlanSettings(PassSettings):
+    """The plan asked for; the record adds the threads it gave on this machine (intra_op,
+    inter_op, spinning, effective_cores, cpu_quota, logical_cores: manifest.threads holds the
+    ones a load applies)."""
+
+    plan: Plan
 
 
 @register("ort_threads_one", plan="one", facts=PassFacts(
@@ -38,8 +48,8 @@ class OrtThreadsPass(OrtDerivedPass):
         self.plan = plan
         self.name = f"ort_threads_{plan}"
 
-    def settings(self) -> dict[str, Any]:
-        return {"plan": self.plan}
+    def settings(self) -> ThreadPlanSettings:
+        return ThreadPlanSettings(self.plan)
 
     def applies(self, ctx: PassContext) -> str | None:
         if self.plan != "one" and ctx.hardware.effective_cores <= 1:

@@ -6,10 +6,8 @@ every process that loads it pays the same start-up cost."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from infertune.models.variant import TorchRecipe
-from infertune.optimize.passes._torch import TorchVariantPass
+from infertune.optimize.passes._torch import TorchSettings, TorchVariantPass
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.facts import TORCH_COPY_RATIO, ExportCost, PassFacts, Requires
 from infertune.optimize.passes.registry import register
@@ -36,6 +34,6 @@ class TorchCompilePass(TorchVariantPass):
             return "torch.compile (inductor) on CPU needs a C++ compiler; none found on PATH"
         return None
 
-    def settings(self) -> dict:
-        return dataclasses.asdict(self.recipe) | {"compile_budget_note":
-                                                  "first call timed in manifest.first_call_s"}
+    def settings(self) -> TorchSettings:
+        return TorchSettings.of(self.recipe,
+                                compile_budget_note="first call timed in manifest.first_call_s")

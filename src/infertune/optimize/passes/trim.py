@@ -7,7 +7,7 @@ length, so runtimes that specialise on shapes see a handful of them."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -15,11 +15,30 @@ from infertune.errors import NotApplicableError
 from infertune.models.text import TextAdapter
 from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.passes._onnx import ORT, OrtDerivedPass
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, PassSettings, built
 from infertune.optimize.passes.facts import PassFacts, Requires
 from infertune.optimize.passes.registry import register
 
 TEXT_ORT = Requires(libraries=ORT.libraries, model_kinds=("text",))
+
+
+@dataclass(frozen=True)
+class TrimSettings(PassSettings):
+    """The percentile asked for, and what it gave on the held-out inputs (set at build)."""
+
+    percentile: float
+    round_up_to: int
+    max_length: int | None = built()
+    previous_max_length: int | None = built()
+    truncated_share: float | None = built()
+    heldout_inputs: int | None = built()
+    length_quantile: float | None = built()
+
+
+@dataclass(frozen=True)
+class BucketSettings(PassSettings):
+    padding: str
+    buckets: list[int] | None = built()
 
 
 @register("ort_trim_p99", facts=PassFacts(
@@ -33,8 +52,8 @@ class TrimPass(OrtDerivedPass):
         self.multiple = multiple
         self.name = f"ort_trim_p{percentile:g}"
 
-    def settings(self) -> dict[str, Any]:
-        return {"percentile": self.percentile, "round_up_to": self.multiple}
+    def settings(self) -> TrimSettings:
+        return TrimSettings(self.percentile, self.multiple)
 
     def applies(self, ctx: PassContext) -> str | None:
         if not isinstance(ctx.baseline, TextAdapter):
@@ -55,9 +74,10 @@ class TrimPass(OrtDerivedPass):
         share = float((lengths > chosen).mean())
         manifest.preprocessing.max_length = chosen
         manifest.preprocessing.truncated_share = share
-        record.settings |= {"max_length": chosen, "previous_max_length": current,
-                            "truncated_share": share, "heldout_inputs": int(len(lengths)),
-                            "length_quantile": quantile}
+        record.settings |= replace(self.settings(), max_length=chosen,
+                                   previous_max_length=current, truncated_share=share,
+                                   heldout_inputs=int(len(lengths)),
+                                   length_quantile=quantile).to_dict()
         manifest.notes.append(f"max_length {current} -> {chosen}: {share:.1%} of "
                               f"{len(lengths)} held-out inputs would be truncated")
 
@@ -69,8 +89,8 @@ class BucketPass(OrtDerivedPass):
     source = "ort_fused"
     name = "ort_bucketed"
 
-    def settings(self) -> dict[str, Any]:
-        return {"padding": "bucket"}
+    def settings(self) -> BucketSettings:
+        return BucketSettings("bucket")
 
     def applies(self, ctx: PassContext) -> str | None:
         if not isinstance(ctx.baseline, TextAdapter):
@@ -82,4 +102,4 @@ class BucketPass(OrtDerivedPass):
         limit = pre.max_length or max(pre.buckets)
         pre.buckets = sorted({b for b in pre.buckets if b < limit} | {limit})
         pre.padding = "bucket"
-        record.settings["buckets"] = pre.buckets
+        record.settings |= replace(self.settings(), buckets=pre.buckets).to_dict()
