@@ -48,7 +48,9 @@ if TYPE_CHECKING:
     from infertune.config import ServePolicy
     from infertune.data import HeldOut
     from infertune.loadgen.result import LoadResult
+    from infertune.loadgen.runner import RunOptions
     from infertune.loadgen.schedules import ScheduleSpec
+    from infertune.loadgen.targets import Target
     from infertune.models.base import ModelInfo
     from infertune.optimize.costs import BudgetChoice
     from infertune.optimize.search import Progress
@@ -433,17 +435,45 @@ class LoadtestOptions:
 def loadtest(options: LoadtestOptions) -> LoadResult:
     """Send the schedule open-loop and summarise latency from each request's intended send
     time (percentiles with CIs, goodput, sheds, client lag), as ``infertune loadtest``."""
-    from infertune.cli.loadtest import _target  # the command's target rules
-    from infertune.config import ServePolicy
-    from infertune.loadgen.runner import RunOptions, run_load
+    from infertune.loadgen.runner import run_load
     from infertune.loadgen.schedules import build_schedule
 
-    spec = options.schedule
-    batcher = options.policy or ServePolicy()
-    policy_args: dict[str, Any] = {"max_batch_size": batcher.max_batch_size,
-                                   "max_wait_ms": batcher.max_wait_ms,
-                                   "workers": batcher.workers, "max_queue": batcher.max_queue}
-    target = _target(options.target, options.bodies, options.timeout_s, policy_args)
-    run = RunOptions(max_in_flight=options.max_in_flight, seed=spec.seed,
-                     spin_s=options.spin_ms / 1000)
-    return run_load(build_schedule(spec), target, run)  # closes the target when done
+    target = load_target(options)
+    return run_load(build_schedule(options.schedule), target,
+                    run_options(options))  # closes the target when done
+
+
+def run_options(options: LoadtestOptions) -> RunOptions:
+    """How the runner sends: the in-flight cap, the seed, the busy-wait before each send."""
+    from infertune.loadgen.runner import RunOptions
+
+    return RunOptions(max_in_flight=options.max_in_flight, seed=options.schedule.seed,
+                      spin_s=options.spin_ms / 1000)
+
+
+def load_target(options: LoadtestOptions) -> Target:
+    """An http(s) URL's target, or the model loaded in-process behind serve's own runtime
+    with ``options.policy``'s batching knobs."""
+    from infertune.loadgen.targets import HttpTarget, load_bodies
+
+    bodies = load_bodies(options.bodies) if options.bodies is not None else None
+    if options.target.startswith(("http://", "https://")):
+        return HttpTarget(options.target, bodies=bodies, timeout_s=options.timeout_s)
+    from infertune import models
+    from infertune.cli._common import quiet_libraries
+    from infertune.config import ServePolicy
+    from infertune.loadgen.inprocess import InProcessTarget
+    from infertune.serve.model_processes import ModelSource
+
+    given = options.policy or ServePolicy()
+    policy = ServePolicy(max_batch_size=given.max_batch_size, max_wait_ms=given.max_wait_ms,
+                         workers=given.workers, max_queue=given.max_queue)
+    quiet_libraries()
+    adapter = models.load(options.target)
+    inputs = bodies if bodies is not None else adapter.sample_inputs(64)
+    # serve's own runtime; its response cache is off because the inputs are replayed
+    # round-robin, and a cache answering the repeats would hide the model's latency. An eager
+    # torch model's batches run in worker processes, as `infertune serve` runs them.
+    return InProcessTarget(adapter, policy.model_copy(update={"cache_size": 0}), inputs,
+                           model_source=ModelSource(options.target, adapter.info.version,
+                                                    policy.model_threads))

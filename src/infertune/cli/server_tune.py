@@ -98,7 +98,7 @@ def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> Tun
     args = with_section(args, scenario.server if scenario is not None else None)
     assert args.server_cmd is not None and args.ready_path is not None
     assert args.ready_timeout_s is not None
-    from infertune.cli.loadtest import _token_counter
+    from infertune.cli.loadtest_stream import _token_counter
     from infertune.durations import parse_duration
     from infertune.loadgen.openai import APIS
     from infertune.loadgen.workloads import WorkloadSpec
