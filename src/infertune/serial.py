@@ -16,6 +16,9 @@ is widened), Literal (checked), ``Any`` (as is); a pydantic model by ``model_dum
 and ``model_validate``. A field's ``metadata`` may hold ``key`` (its JSON name), ``skip``
 (a live handle that is never written; it must have a default) or ``omit_none`` (not written when
 None). A class's ``DERIVED`` names properties written beside the fields and ignored on reading.
+A pydantic model with its own ``to_dict``/``from_dict`` (the scenario, the report) is written and
+read by them. A class that must add to its fields (a schema id) keeps its own pair and builds
+it on ``encode_fields``/``decode_fields``.
 
 Reading ignores keys the class does not know, so a file written by a newer infertune still
 loads the fields this one knows; a missing required field or a value of the wrong type is a
@@ -72,11 +75,25 @@ def encode(value: Any) -> Any:
         return {(k.value if isinstance(k, enum.Enum) else k): encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [encode(v) for v in value]
-    if hasattr(value, "model_dump"):  # a pydantic model
-        return value.model_dump(mode="json")
+    if hasattr(value, "model_dump"):  # a pydantic model, by its own to_dict when it has one
+        own = getattr(value, "to_dict", None)
+        return own() if callable(own) else value.model_dump(mode="json")
     if hasattr(value, "tolist"):  # a numpy scalar or array
         return value.tolist()
     return value
+
+
+def encode_fields(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields as ``Serial.to_dict`` writes them, for a class that keeps its own
+    ``to_dict`` to add to them (calling ``Serial.to_dict`` from it would come back to it)."""
+    return _encode_dataclass(obj)
+
+
+def decode_fields(tp: type[T], data: Mapping[str, Any]) -> T:
+    """``tp`` read from its fields as ``Serial.from_dict`` reads them, for a class that keeps
+    its own ``from_dict`` to check or add to them."""
+    out: T = _decode_dataclass(tp, data, _name(tp))
+    return out
 
 
 def _encode_dataclass(obj: Any) -> dict[str, Any]:
@@ -130,8 +147,11 @@ def _decode_class(tp: type, data: Any, where: str) -> Any:
         except ValueError:
             raise DataError(f"{where}: {data!r} is not one of "
                             f"{[m.value for m in tp]}") from None
-    if hasattr(tp, "model_validate"):  # a pydantic model
-        return data if isinstance(data, tp) else tp.model_validate(data)
+    if hasattr(tp, "model_validate"):  # a pydantic model, by its own from_dict when it has one
+        if isinstance(data, tp):
+            return data
+        own = getattr(tp, "from_dict", None)
+        return own(data) if callable(own) else tp.model_validate(data)
     if tp is Path:
         _expect(isinstance(data, (str, Path)), where, "a path", data)
         return Path(data)

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from infertune.artifacts import RunPaths  # the run folder's paths (RunDir reads them)
 from infertune.config import Scenario
 from infertune.data import HeldOut
 from infertune.hardware import HardwareInfo
@@ -46,62 +47,6 @@ from infertune.serial import Serial
 
 DEFAULT_BUDGET_S = 330.0  # 5.5 minutes: the demo must finish in < 6 on 2 cores
 QUICK_BUDGET_S = 90.0
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    root: Path
-
-    @property
-    def scenario(self) -> Path:
-        return self.root / "scenario.yaml"
-
-    @property
-    def hardware(self) -> Path:
-        return self.root / "hardware.json"
-
-    @property
-    def profile(self) -> Path:
-        return self.root / "profile.json"
-
-    @property
-    def variants(self) -> Path:
-        return self.root / "variants"
-
-    def variant(self, variant_id: str) -> Path:
-        return self.variants / variant_id
-
-    @property
-    def serving(self) -> Path:
-        return self.root / "serving.json"
-
-    @property
-    def extras(self) -> Path:
-        return self.root / "extras.json"
-
-    @property
-    def run_json(self) -> Path:
-        return self.root / "run.json"
-
-    @property
-    def report_json(self) -> Path:
-        return self.root / "report.json"
-
-    @property
-    def report_md(self) -> Path:
-        return self.root / "report.md"
-
-    @property
-    def report_html(self) -> Path:
-        return self.root / "report.html"
-
-    @property
-    def plots(self) -> Path:
-        return self.root / "plots"
-
-    def create(self) -> None:
-        self.variants.mkdir(parents=True, exist_ok=True)
-        self.plots.mkdir(parents=True, exist_ok=True)
 
 
 @dataclass
@@ -195,17 +140,64 @@ class VariantAdapters(MutableMapping[str, Adapter]):
         return len(set(self._kept) | set(self._folders))
 
 
+SKIP = {"skip": True}
+
+
+@dataclass(kw_only=True)
+class RunFindings(Serial):
+    """What a run measured and decided: the one list of these fields. The live ``RunState``
+    is built on it (the stages fill it in order) and so is the saved ``RunRecord``
+    (record.py), which copies it field by field and writes it to run.json through ``Serial``:
+    a new measured fact is one field here, nothing else. The hardware and the profile have
+    files of their own (hardware.json, profile.json), so run.json skips them."""
+
+    hardware: HardwareInfo | None = field(default=None, metadata=SKIP)
+    hardware_label: str = ""
+    profile: Profile | None = field(default=None, metadata=SKIP)
+    baseline_variant_id: str | None = None
+    built: list[BuiltVariant] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    candidate_models: list[Candidate] = field(default_factory=list)
+    sweep: SweepResult | None = None  # the winning finalist's sweep
+    finalist_sweeps: list[SweepResult] = field(default_factory=list)  # every finalist's
+    validations: dict[str, Validation] = field(default_factory=dict)
+    curve: ServiceCurve | None = None
+    input_options: InputOptions | None = None
+    cascades: list[CascadeResult] = field(default_factory=list)
+    right_sizing: RightSizing | None = None
+    load_curves: list[LoadCurve] = field(default_factory=list)
+    confirmation: Confirmation | None = None  # finalists as served (own process)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    cost_facts: CostFacts | None = None  # measured times the step costs are scaled from
+    search_plan: SearchPlan | None = None  # the build order by expected gain per second
+    budget_choice: BudgetChoice | None = None  # what --budget auto chose, and why
+    budget_estimate: BudgetEstimate | None = None  # what a complete search would need
+
+    def built_variant(self, variant_id: str) -> BuiltVariant | None:
+        return next((b for b in self.built if b.variant_id == variant_id), None)
+
+    def findings(self) -> dict[str, Any]:
+        """The findings' fields by name (lists and dicts copied), to build another run view."""
+        return {f.name: _copied(getattr(self, f.name)) for f in fields(RunFindings)}
+
+
+def _copied(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else (
+        dict(value) if isinstance(value, dict) else value)
+
+
 @dataclass
-class RunState:
-    """Everything a run measured or decided. The stages fill it in order; the run's artifacts
-    (profile.json, variants/*, serving.json, extras.json, run.json) are written from it."""
+class RunState(RunFindings):
+    """The live run: its findings (RunFindings) and what only the running process holds, the
+    options, the adapters, the held-out inputs and reference outputs, the timing requests.
+    The run's artifacts (profile.json, variants/*, serving.json, extras.json, run.json) are
+    written from it."""
 
     options: OptimizeOptions
     paths: RunPaths
     baseline: Adapter
-    hardware: HardwareInfo | None = None
-    hardware_label: str = ""
-    profile: Profile | None = None
     reference: np.ndarray | None = None  # baseline outputs on the quality subset
     quality_inputs: list[Any] = field(default_factory=list)
     quality_labels: list[Any] | None = None  # the labels of quality_inputs, row for row
@@ -213,29 +205,9 @@ class RunState:
     requests: list[list[Any]] = field(default_factory=list)  # batch-1 timing requests
     base_samples: list[float] = field(default_factory=list)  # baseline ms on those requests
     base_curve: ScreenCurve | None = None  # baseline call ms at the batch sizes serving forms
-    built: list[BuiltVariant] = field(default_factory=list)
-    candidates: list[Candidate] = field(default_factory=list)
     # variant id -> Adapter, loaded on use, one at a time (see VariantAdapters)
     adapters: VariantAdapters = field(default_factory=VariantAdapters)
-    sweep: SweepResult | None = None  # the winning finalist's sweep
-    finalist_sweeps: list[SweepResult] = field(default_factory=list)  # every finalist's
-    validations: dict[str, Validation] = field(default_factory=dict)
     contention: Contention | None = None
-    curve: ServiceCurve | None = None
-    input_options: InputOptions | None = None
-    cascades: list[CascadeResult] = field(default_factory=list)
-    candidate_models: list[Candidate] = field(default_factory=list)
-    right_sizing: RightSizing | None = None
-    load_curves: list[LoadCurve] = field(default_factory=list)
-    confirmation: Confirmation | None = None  # finalists as served (own process)
-    skipped: list[Skipped] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    baseline_variant_id: str | None = None
-    cost_facts: CostFacts | None = None  # measured times the step costs are scaled from
-    search_plan: SearchPlan | None = None  # the build order by expected gain per second
-    budget_choice: BudgetChoice | None = None  # what --budget auto chose, and why
-    budget_estimate: BudgetEstimate | None = None  # what a complete search would need
 
     def skip(self, what: str, reason: str, need_s: float | None = None) -> None:
         self.skipped.append(Skipped(what, reason, need_s))
@@ -243,9 +215,6 @@ class RunState:
     @property
     def task(self) -> str:
         return self.baseline.info.task
-
-    def built_variant(self, variant_id: str) -> BuiltVariant | None:
-        return next((b for b in self.built if b.variant_id == variant_id), None)
 
 
 def floor_for(scenario: Scenario, task: str) -> Floor:

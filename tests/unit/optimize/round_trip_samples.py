@@ -181,8 +181,9 @@ def samples(root: Path) -> dict[str, Any]:
         "VariantResult": variant_result(), "RunRecord": run_record(root),
         "VariantResult-skipped": VariantResult("ort_fp16", "skipped", reason="no GPU"),
         "CostFacts": cost_facts(), "EngineVerdict": engine_verdict(),
-        "RunRecord-bare": RunRecord("minilm", SCENARIO, "bundled", False, "embedding", "torch",
-                                    32)}
+        "RunRecord-bare": RunRecord(model="minilm", scenario=SCENARIO, data_source="bundled",
+                                    quick=False, task="embedding", baseline_runtime="torch",
+                                    quality_count=32)}
 
 
 def engine_verdict() -> EngineVerdict:

@@ -3,8 +3,10 @@ and a damaged or foreign run directory is one clear error."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +18,7 @@ from infertune.optimize.policy import serve_deadline_ms
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search import Candidate, Skipped, Timing
 from infertune.optimize.serving import Validation
-from infertune.optimize.state import BuiltVariant, LoadCurve, RunPaths
+from infertune.optimize.state import BuiltVariant, LoadCurve, RunFindings, RunPaths, RunState
 from infertune.optimize.sweep import (
     SimStats,
     SweepGrid,
@@ -168,3 +170,36 @@ def test_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"schema": "something/v0"}))
     with pytest.raises(ConfigError, match="re-run infertune optimize"):
         RunRecord.load(tmp_path)
+
+
+def test_a_run_json_the_hand_written_record_wrote_reads_back_unchanged(tmp_path: Path) -> None:
+    # captured from RunRecord.to_dict as it was written by hand (field by field, before the
+    # findings moved to one class), on this module's record() with the variant path relative
+    old = json.loads((Path(__file__).parent / "run_json_hand_written.json").read_text())
+    rec = RunRecord.from_dict(old)
+    assert rec.to_dict() == old
+    new = record(tmp_path).to_dict()
+    new["built"] = [{**b, "path": f"variants/{b['variant_id']}"} for b in new["built"]]
+    assert new == old  # the record writes what the hand-written code wrote
+
+
+def test_every_finding_of_the_live_run_reaches_the_saved_record(tmp_path: Path) -> None:
+    # a measured fact added to RunFindings reaches run.json with no other edit: from_state
+    # copies the findings by their field list, and the record writes every field it has
+    state = RunState(options=SimpleNamespace(
+        model="m", scenario=Scenario(), data=SimpleNamespace(source="held.jsonl"), quick=True),
+        paths=RunPaths(tmp_path), baseline=SimpleNamespace(
+            info=SimpleNamespace(task="embedding", runtime="torch")))
+    for i, f in enumerate(dataclasses.fields(RunFindings)):
+        if f.type in ("str", "str | None"):
+            setattr(state, f.name, f"value {i}")
+    state.notes.append("a note")
+    state.stage_seconds["setup"] = 1.5
+    rec = RunRecord.from_state(state)
+    for f in dataclasses.fields(RunFindings):
+        assert getattr(rec, f.name) == getattr(state, f.name), f.name
+    written = rec.to_dict()
+    skipped = {f.name for f in dataclasses.fields(RunFindings) if f.metadata.get("skip")}
+    assert skipped == {"hardware", "profile"}  # their own files
+    assert {f.name for f in dataclasses.fields(RunRecord)} - skipped | {"schema"} == set(written)
+    assert RunRecord.from_dict(written).to_dict() == written
