@@ -16,12 +16,62 @@ when rolled back (the reason names the gate, its estimate, interval and sample s
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from infertune.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from infertune.rollout.canary_plan import Sizing
+    from infertune.rollout.controller import CanaryOutcome, StepPlan
+    from infertune.rollout.gates import GateConfig
+
+HELP = ("Measure the traffic, size the canary's steps from it, step the traffic up judging "
+        "latency, errors, output agreement and the business metric with always-valid "
+        "statistics; promote or roll back.")
+ANALYSIS_HELP = ("Serve the always-valid canary verdict over two arms' Prometheus series for "
+                 "Argo Rollouts (GET /v1/analysis) and Flagger (POST /v1/flagger/check, "
+                 "/v1/flagger/promote).")
+
+Server = Annotated[str | None, typer.Option("--server", help="http://host:port")]
+Release = Annotated[str | None, typer.Option("--release", help="the server's canary")]
+Steps = Annotated[str | None, typer.Option(
+    "--steps", help="traffic percentages (default: planned from the rate)")]
+Prometheus = Annotated[str | None, typer.Option(
+    "--prometheus", help="read counts by PromQL from this Prometheus URL")]
+ApiKeyEnv = Annotated[str, typer.Option("--api-key-env")]
+Alpha = Annotated[float, typer.Option(
+    "--alpha", min=0.0001, max=0.5, help="false-rollback level, whole rollout")]
+MinStepSamples = Annotated[int | None, typer.Option(
+    "--min-step-samples", min=1, help="new canary answers per step (default: sized to catch "
+    "the effects)")]
+BaselineSamples = Annotated[int, typer.Option("--baseline-samples", min=1)]
+PollS = Annotated[float, typer.Option("--poll-s", min=0.01)]
+StepTimeoutS = Annotated[float | None, typer.Option(
+    "--step-timeout-s", min=1, help="default: twice the plan's slowest step")]
+DecideWithinS = Annotated[float, typer.Option(
+    "--decide-within-s", min=1, help="refuse a plan expected to take longer")]
+RateWindowS = Annotated[float, typer.Option(
+    "--rate-window-s", min=0.1, help="measure the request rate this long")]
+MaxDisagreement = Annotated[float, typer.Option(
+    "--max-disagreement", min=0.0, max=0.99,
+    help="largest share of outputs allowed to disagree with the stable's")]
+BusinessMetric = Annotated[str | None, typer.Option("--business-metric")]
+JsonOut = Annotated[Path | None, typer.Option("--json", help="write the outcome")]
+ShadowGate = Annotated[bool, typer.Option(
+    "--shadow-gate", help="first judge the server's shadow release (the canary's build) on "
+    "mirrored traffic; no canary traffic until it passes")]
+JudgeOnceFlag = Annotated[bool, typer.Option(
+    "--judge-once", help="print one verdict over the counts so far and exit (1 on fail, 0 on "
+    "pass or wait): for an Argo Rollouts Job metric")]
+ArmLabel = Annotated[str | None, typer.Option(
+    "--arm-label", help="--judge-once on pods: the label telling the arms apart, e.g. "
+    "rollouts_pod_template_hash (needs --prometheus)")]
+CanaryValue = Annotated[str | None, typer.Option("--canary-value")]
+StableValue = Annotated[str | None, typer.Option("--stable-value")]
 
 
 def parse_steps(text: str) -> tuple[float, ...]:
@@ -32,113 +82,158 @@ def parse_steps(text: str) -> tuple[float, ...]:
                           "pass e.g. 1,5,25,50,100") from exc
 
 
+@dataclass(frozen=True)
+class CanaryOptions:
+    """``infertune canary --server URL --release NAME``: the rollout's gates and steps.
+    ``steps`` and ``min_step_samples`` both given fix the plan; otherwise it is sized from
+    the measured request rate."""
+
+    server: str
+    release: str
+    steps: tuple[float, ...] | None = None
+    prometheus: str | None = None
+    api_key_env: str = "INFERTUNE_API_KEY"
+    alpha: float = 0.05
+    min_step_samples: int | None = None
+    baseline_samples: int = 100
+    poll_s: float = 1.0
+    step_timeout_s: float | None = None
+    decide_within_s: float = 300.0
+    rate_window_s: float = 20.0
+    max_disagreement: float = 0.05
+    business_metric: str | None = None
+    json_out: Path | None = None
+    shadow_gate: bool = False
+
+    def gate_config(self) -> GateConfig:
+        from infertune.rollout.gates import GateConfig
+
+        return GateConfig(alpha=self.alpha, max_disagreement=self.max_disagreement,
+                          min_samples=min(self.min_step_samples or self.baseline_samples,
+                                          self.baseline_samples))
+
+    def step_plan(self) -> StepPlan:
+        from infertune.rollout.controller import StepPlan
+
+        return StepPlan(steps=self.steps or StepPlan.steps,
+                        min_step_samples=self.min_step_samples or StepPlan.min_step_samples,
+                        baseline_samples=self.baseline_samples, poll_s=self.poll_s,
+                        step_timeout_s=self.step_timeout_s or StepPlan.step_timeout_s,
+                        business_metric=self.business_metric)
+
+    def sizing(self) -> Sizing | None:
+        """None when the steps and their samples are given (a fixed plan)."""
+        from infertune.rollout.canary_plan import Sizing
+
+        if self.steps is not None and self.min_step_samples is not None:
+            return None
+        return Sizing(decide_within_s=self.decide_within_s, rate_window_s=self.rate_window_s,
+                      steps=self.steps, step_samples=self.min_step_samples)
+
+
+@dataclass(frozen=True)
+class JudgeOnce:
+    """``infertune canary --judge-once``: one verdict over two pod arms in Prometheus
+    (``arm_label``), or over a router's canary and stable (``server``, ``release``)."""
+
+    server: str | None = None
+    release: str | None = None
+    prometheus: str | None = None
+    api_key_env: str = "INFERTUNE_API_KEY"
+    alpha: float = 0.05
+    max_disagreement: float = 0.05
+    baseline_samples: int = 100
+    arm_label: str | None = None
+    canary_value: str | None = None
+    stable_value: str | None = None
+    json_out: Path | None = None
+
+
+def canary(server: Server = None, release: Release = None, steps: Steps = None,
+           prometheus: Prometheus = None, api_key_env: ApiKeyEnv = "INFERTUNE_API_KEY",
+           alpha: Alpha = 0.05, min_step_samples: MinStepSamples = None,
+           baseline_samples: BaselineSamples = 100, poll_s: PollS = 1.0,
+           step_timeout_s: StepTimeoutS = None, decide_within_s: DecideWithinS = 300.0,
+           rate_window_s: RateWindowS = 20.0, max_disagreement: MaxDisagreement = 0.05,
+           business_metric: BusinessMetric = None, json_out: JsonOut = None,
+           shadow_gate: ShadowGate = False, judge_once: JudgeOnceFlag = False,
+           arm_label: ArmLabel = None, canary_value: CanaryValue = None,
+           stable_value: StableValue = None) -> None:
+    if judge_once:
+        _judge_once(JudgeOnce(server, release, prometheus, api_key_env, alpha,
+                              max_disagreement, baseline_samples, arm_label, canary_value,
+                              stable_value, json_out))
+        return
+    if server is None or release is None:
+        raise ConfigError("canary needs --server URL and --release NAME (or --judge-once "
+                          "with --prometheus and --arm-label)")
+    run(CanaryOptions(server, release, parse_steps(steps) if steps is not None else None,
+                      prometheus, api_key_env, alpha, min_step_samples, baseline_samples,
+                      poll_s, step_timeout_s, decide_within_s, rate_window_s,
+                      max_disagreement, business_metric, json_out, shadow_gate))
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("canary", help="Measure the traffic, size the canary's steps from it, step "
-                 "the traffic up judging latency, errors, output agreement and the business "
-                 "metric with always-valid statistics; promote or roll back.")
-    def canary(
-        server: Annotated[str | None, typer.Option("--server", help="http://host:port")] =
-            None,
-        release: Annotated[str | None, typer.Option("--release", help="the server's canary")] =
-            None,
-        steps: Annotated[str | None, typer.Option(
-            "--steps", help="traffic percentages (default: planned from the rate)")] = None,
-        prometheus: Annotated[str | None, typer.Option(
-            "--prometheus", help="read counts by PromQL from this Prometheus URL")] = None,
-        api_key_env: Annotated[str, typer.Option("--api-key-env")] = "INFERTUNE_API_KEY",
-        alpha: Annotated[float, typer.Option(
-            "--alpha", min=0.0001, max=0.5, help="false-rollback level, whole rollout")] = 0.05,
-        min_step_samples: Annotated[int | None, typer.Option(
-            "--min-step-samples", min=1, help="new canary answers per step (default: "
-            "sized to catch the effects)")] = None,
-        baseline_samples: Annotated[int, typer.Option("--baseline-samples", min=1)] = 100,
-        poll_s: Annotated[float, typer.Option("--poll-s", min=0.01)] = 1.0,
-        step_timeout_s: Annotated[float | None, typer.Option(
-            "--step-timeout-s", min=1, help="default: twice the plan's slowest step")] = None,
-        decide_within_s: Annotated[float, typer.Option(
-            "--decide-within-s", min=1, help="refuse a plan expected to take longer")] = 300.0,
-        rate_window_s: Annotated[float, typer.Option(
-            "--rate-window-s", min=0.1, help="measure the request rate this long")] = 20.0,
-        max_disagreement: Annotated[float, typer.Option(
-            "--max-disagreement", min=0.0, max=0.99,
-            help="largest share of outputs allowed to disagree with the stable's")] = 0.05,
-        business_metric: Annotated[str | None, typer.Option("--business-metric")] = None,
-        json_out: Annotated[Path | None, typer.Option("--json", help="write the outcome")] =
-            None,
-        shadow_gate: Annotated[bool, typer.Option(
-            "--shadow-gate", help="first judge the server's shadow release (the canary's "
-            "build) on mirrored traffic; no canary traffic until it passes")] = False,
-        judge_once: Annotated[bool, typer.Option(
-            "--judge-once", help="print one verdict over the counts so far and exit (1 on "
-            "fail, 0 on pass or wait): for an Argo Rollouts Job metric")] = False,
-        arm_label: Annotated[str | None, typer.Option(
-            "--arm-label", help="--judge-once on pods: the label telling the arms apart, "
-            "e.g. rollouts_pod_template_hash (needs --prometheus)")] = None,
-        canary_value: Annotated[str | None, typer.Option("--canary-value")] = None,
-        stable_value: Annotated[str | None, typer.Option("--stable-value")] = None,
-    ) -> None:
-        if judge_once:
-            _judge_once(server, release, prometheus, api_key_env, alpha, max_disagreement,
-                        baseline_samples, (arm_label, canary_value, stable_value), json_out)
-            return
-        if server is None or release is None:
-            raise ConfigError("canary needs --server URL and --release NAME (or --judge-once "
-                              "with --prometheus and --arm-label)")
-        from infertune.jsonfile import write_json
-        from infertune.rollout.canary_plan import CanaryPlan, Sizing
-        from infertune.rollout.client import RouterClient, server_client
-        from infertune.rollout.controller import CanaryController, StepPlan
-        from infertune.rollout.gates import METHOD, GateConfig, GateResult
-
-        config = GateConfig(alpha=alpha, max_disagreement=max_disagreement,
-                            min_samples=min(min_step_samples or baseline_samples,
-                                            baseline_samples))
-        given = parse_steps(steps) if steps is not None else None
-        fixed = given is not None and min_step_samples is not None
-        plan = StepPlan(steps=given or StepPlan.steps,
-                        min_step_samples=min_step_samples or StepPlan.min_step_samples,
-                        baseline_samples=baseline_samples, poll_s=poll_s,
-                        step_timeout_s=step_timeout_s or StepPlan.step_timeout_s,
-                        business_metric=business_metric)
-        sizing = None if fixed else Sizing(decide_within_s=decide_within_s,
-                                           rate_window_s=rate_window_s, steps=given,
-                                           step_samples=min_step_samples)
-        typer.echo(f"canary {release}: gates judged by {METHOD}; false-rollback level "
-                   f"alpha={alpha:g} over the whole rollout ({config.alpha_per_gate:.4g} per "
-                   "gate)" + ("" if sizing is None else f"; measuring the request rate for "
-                              f"{rate_window_s:g} s at 0% to size the plan"), err=True)
-        shown: dict[float, int] = {}
-
-        def on_look(weight: float, results: list[GateResult]) -> None:
-            shown[weight] = shown.get(weight, 0) + 1
-
-        def on_plan(sized: CanaryPlan) -> None:
-            for line in sized.lines():
-                typer.echo(f"plan: {line}", err=True)
-
-        with server_client(server, api_key_env, os.environ) as client:
-            controller = CanaryController(RouterClient(client), _source(client, prometheus),
-                                          config, plan, on_look=on_look, sizing=sizing,
-                                          on_plan=on_plan, shadow_gate=shadow_gate)
-            if step_timeout_s is not None:
-                controller.step_timeout_s = step_timeout_s
-            outcome = controller.run(release)
-        for step in outcome.steps:
-            typer.echo(f"step {step.weight:g}%: {step.verdict} after {step.seconds:.1f} s, "
-                       f"{step.canary_answers} canary answers, {shown.get(step.weight, 0)} "
-                       "looks", err=True)
-            for gate in step.gates:
-                typer.echo(f"  {gate.sentence()}", err=True)
-        if json_out is not None:
-            write_json(json_out, outcome.to_dict())
-        if outcome.decision == "promoted":
-            typer.echo(f"promoted {release} to 100%")
-            return
-        # exit 1 like an unmet quality floor: the release failed its gates (the command worked)
-        raise UserError(f"rolled back {release} {outcome.reason} (rollback call answered in "
-                        f"{(outcome.rollback_seconds or 0) * 1000:.0f} ms)")
-
+    app.command("canary", help=HELP)(canary)
     register_analysis(app)  # `infertune analysis`: the same gates, for Argo Rollouts/Flagger
+
+
+def run(options: CanaryOptions) -> None:
+    """Measure, size, step and judge; exit 0 promoted, 1 (UserError) rolled back."""
+    from infertune.rollout.client import RouterClient, server_client
+    from infertune.rollout.controller import CanaryController
+    from infertune.rollout.gates import GateResult
+
+    config, plan, sizing = options.gate_config(), options.step_plan(), options.sizing()
+    _echo_start(options, config, sizing)
+    shown: dict[float, int] = {}
+
+    def on_look(weight: float, results: list[GateResult]) -> None:
+        shown[weight] = shown.get(weight, 0) + 1
+
+    with server_client(options.server, options.api_key_env, os.environ) as client:
+        controller = CanaryController(RouterClient(client), _source(client, options.prometheus),
+                                      config, plan, on_look=on_look,
+                                      sizing=sizing, on_plan=_echo_plan,
+                                      shadow_gate=options.shadow_gate)
+        if options.step_timeout_s is not None:
+            controller.step_timeout_s = options.step_timeout_s
+        outcome = controller.run(options.release)
+    _finish(options, outcome, shown)
+
+
+def _echo_start(options: CanaryOptions, config: GateConfig, sizing: Sizing | None) -> None:
+    from infertune.rollout.gates import METHOD
+
+    typer.echo(f"canary {options.release}: gates judged by {METHOD}; false-rollback level "
+               f"alpha={options.alpha:g} over the whole rollout ({config.alpha_per_gate:.4g} "
+               "per gate)" + ("" if sizing is None else f"; measuring the request rate for "
+                              f"{options.rate_window_s:g} s at 0% to size the plan"), err=True)
+
+
+def _echo_plan(sized: Any) -> None:
+    for line in sized.lines():
+        typer.echo(f"plan: {line}", err=True)
+
+
+def _finish(options: CanaryOptions, outcome: CanaryOutcome, shown: dict[float, int]) -> None:
+    """Each step's verdict and gates, the JSON outcome, then promoted or rolled back."""
+    for step in outcome.steps:
+        typer.echo(f"step {step.weight:g}%: {step.verdict} after {step.seconds:.1f} s, "
+                   f"{step.canary_answers} canary answers, {shown.get(step.weight, 0)} "
+                   "looks", err=True)
+        for gate in step.gates:
+            typer.echo(f"  {gate.sentence()}", err=True)
+    if options.json_out is not None:
+        from infertune.jsonfile import write_json
+
+        write_json(options.json_out, outcome.to_dict())
+    if outcome.decision == "promoted":
+        typer.echo(f"promoted {options.release} to 100%")
+        return
+    # exit 1 like an unmet quality floor: the release failed its gates (the command worked)
+    raise UserError(f"rolled back {options.release} {outcome.reason} (rollback call answered "
+                    f"in {(outcome.rollback_seconds or 0) * 1000:.0f} ms)")
 
 
 def _source(client: Any, prometheus: str | None) -> Any:
@@ -152,14 +247,22 @@ def _source(client: Any, prometheus: str | None) -> Any:
     return PrometheusMetrics(httpx.Client(base_url=prometheus.rstrip("/"), timeout=10))
 
 
-def _judge_once(server: str | None, release: str | None, prometheus: str | None,
-                api_key_env: str, alpha: float, max_disagreement: float,
-                baseline_samples: int, arms: tuple[str | None, str | None, str | None],
-                json_out: Path | None) -> None:
-    """One verdict: over two pod arms in Prometheus, or a router's canary and stable."""
+def _judge_once(judge: JudgeOnce) -> None:
+    """One verdict, printed as JSON (and written to ``judge.json_out``); exit 1 on fail."""
+    judged = _judge_pods(judge) if judge.arm_label is not None else _judge_router(judge)
+    text = judged.model_dump_json(indent=2)
+    if judge.json_out is not None:
+        from infertune.jsonfile import write_json
+
+        write_json(judge.json_out, judged.model_dump(mode="json"))
+    typer.echo(text)
+    if judged.verdict == "fail":
+        raise UserError(f"the canary fails its gates: {judged.reason}")
+
+
+def _judge_pods(judge: JudgeOnce) -> Any:
     import httpx
 
-    from infertune.jsonfile import write_json
     from infertune.rollout.analysis import (
         CANARY,
         STABLE,
@@ -168,59 +271,59 @@ def _judge_once(server: str | None, release: str | None, prometheus: str | None,
         judge_once,
         pod_gates,
     )
+
+    prometheus, canary_value, stable_value = judge.prometheus, judge.canary_value, \
+        judge.stable_value
+    if prometheus is None or canary_value is None or stable_value is None:
+        raise ConfigError("--judge-once --arm-label needs --prometheus URL, --canary-value "
+                          "and --stable-value")
+    assert judge.arm_label is not None
+    pair = Arms(judge.arm_label, canary_value, stable_value)
+    with httpx.Client(base_url=prometheus.rstrip("/"), timeout=10) as prom:
+        snap = ArmPrometheus(prom, pair).snapshot()
+    return judge_once(snap, CANARY, STABLE, pod_gates(judge.alpha, judge.max_disagreement),
+                      judge.baseline_samples)
+
+
+def _judge_router(judge: JudgeOnce) -> Any:
+    from infertune.rollout.analysis import judge_once
     from infertune.rollout.client import RouterClient, server_client
     from infertune.rollout.gates import GateConfig
 
-    label, canary_value, stable_value = arms
-    if label is not None:
-        if prometheus is None or canary_value is None or stable_value is None:
-            raise ConfigError("--judge-once --arm-label needs --prometheus URL, --canary-value "
-                              "and --stable-value")
-        pair = Arms(label, canary_value, stable_value)
-        with httpx.Client(base_url=prometheus.rstrip("/"), timeout=10) as prom:
-            snap = ArmPrometheus(prom, pair).snapshot()
-        judged = judge_once(snap, CANARY, STABLE, pod_gates(alpha, max_disagreement),
-                            baseline_samples)
-    else:
-        if server is None or release is None:
-            raise ConfigError("--judge-once needs --server URL and --release NAME, or "
-                              "--prometheus URL with --arm-label, --canary-value, "
-                              "--stable-value")
-        with server_client(server, api_key_env, os.environ) as client:
-            stable = RouterClient(client).state().stable
-            snap = _source(client, prometheus).snapshot()
-        config = GateConfig(alpha=alpha, max_disagreement=max_disagreement,
-                            min_samples=baseline_samples)
-        judged = judge_once(snap, release, stable, config, baseline_samples)
-    text = judged.model_dump_json(indent=2)
-    if json_out is not None:
-        write_json(json_out, judged.model_dump(mode="json"))
-    typer.echo(text)
-    if judged.verdict == "fail":
-        raise UserError(f"the canary fails its gates: {judged.reason}")
+    if judge.server is None or judge.release is None:
+        raise ConfigError("--judge-once needs --server URL and --release NAME, or "
+                          "--prometheus URL with --arm-label, --canary-value, "
+                          "--stable-value")
+    with server_client(judge.server, judge.api_key_env, os.environ) as client:
+        stable = RouterClient(client).state().stable
+        snap = _source(client, judge.prometheus).snapshot()
+    config = GateConfig(alpha=judge.alpha, max_disagreement=judge.max_disagreement,
+                        min_samples=judge.baseline_samples)
+    return judge_once(snap, judge.release, stable, config, judge.baseline_samples)
+
+
+Port = Annotated[int, typer.Option("--port", min=1, max=65535)]
+PrometheusUrl = Annotated[str, typer.Option("--prometheus", help="Prometheus URL")]
+Host = Annotated[str, typer.Option("--host")]
+AnalysisAlpha = Annotated[float, typer.Option("--alpha", min=0.0001, max=0.5)]
+
+
+def analysis(prometheus: PrometheusUrl, host: Host = "127.0.0.1", port: Port = 8080,
+             alpha: AnalysisAlpha = 0.05, baseline_samples: BaselineSamples = 100) -> None:
+    import httpx
+    import uvicorn
+
+    from infertune.rollout.analysis import ArmPrometheus, Arms, analysis_app, pod_gates
+
+    client = httpx.Client(base_url=prometheus.rstrip("/"), timeout=10)
+
+    def source_for(arms: Arms) -> ArmPrometheus:
+        return ArmPrometheus(client, arms)
+
+    app_ = analysis_app(source_for, pod_gates(alpha, 0.05), baseline_samples)
+    typer.echo(f"analysis endpoint on http://{host}:{port} reading {prometheus}", err=True)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
 def register_analysis(app: typer.Typer) -> None:
-    @app.command("analysis", help="Serve the always-valid canary verdict over two arms' "
-                 "Prometheus series for Argo Rollouts (GET /v1/analysis) and Flagger "
-                 "(POST /v1/flagger/check, /v1/flagger/promote).")
-    def analysis(
-        prometheus: Annotated[str, typer.Option("--prometheus", help="Prometheus URL")],
-        host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8080,
-        alpha: Annotated[float, typer.Option("--alpha", min=0.0001, max=0.5)] = 0.05,
-        baseline_samples: Annotated[int, typer.Option("--baseline-samples", min=1)] = 100,
-    ) -> None:
-        import httpx
-        import uvicorn
-
-        from infertune.rollout.analysis import ArmPrometheus, Arms, analysis_app, pod_gates
-
-        client = httpx.Client(base_url=prometheus.rstrip("/"), timeout=10)
-
-        def source_for(arms: Arms) -> ArmPrometheus:
-            return ArmPrometheus(client, arms)
-
-        app_ = analysis_app(source_for, pod_gates(alpha, 0.05), baseline_samples)
-        typer.echo(f"analysis endpoint on http://{host}:{port} reading {prometheus}", err=True)
-        uvicorn.run(app_, host=host, port=port, log_level="warning")
+    app.command("analysis", help=ANALYSIS_HELP)(analysis)
