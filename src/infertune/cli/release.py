@@ -24,72 +24,78 @@ def open_registry(root: Path | None) -> Any:
     return Registry(root if root is not None else default_root(os.environ))
 
 
+def add(
+    run: Annotated[Path, typer.Argument(help="run folder (report.json) or variant folder")],
+    name: Annotated[str, typer.Option("--name", help="release name, e.g. v2")],
+    variant: Annotated[str | None, typer.Option("--variant", help="variant id")] = None,
+    registry: RegistryOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    reg = open_registry(registry)
+    release = reg.add(run, name, variant)
+    if as_json:
+        typer.echo(release.model_dump_json(indent=2))
+        return
+    r = release.record
+    typer.echo(f"release {r.name}: variant {r.variant_id} ({r.runtime}, {r.precision}), "
+               f"digest {r.digest[:12]}, stored in {reg.root / 'artifacts' / r.digest}")
+
+
+def list_cmd(registry: RegistryOption = None, as_json: JsonFlag = False) -> None:
+    from infertune.rollout.release_registry import record_summary
+
+    rows = [record_summary(r) for r in open_registry(registry).releases()]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no releases yet; add one with infertune release add RUN --name NAME")
+    for row in rows:
+        text = str(row["reason"] or "")
+        reason = f" — {text[:90]}{'...' if len(text) > 90 else ''}" if text else ""
+        typer.echo(f"{row['name']:<16} {row['status']:<12} {row['variant']} "
+                   f"({row['runtime']}, {row['precision']}) {row['digest']}{reason}")
+
+
+def show(name: Annotated[str, typer.Argument()], registry: RegistryOption = None) -> None:
+    reg = open_registry(registry)
+    payload = json.loads(reg.get(name).model_dump_json())
+    payload["events"] = [e.model_dump() for e in reg.events(name)]
+    typer.echo(json.dumps(payload, indent=2))
+
+
+def diff(a: Annotated[str, typer.Argument()], b: Annotated[str, typer.Argument()],
+         registry: RegistryOption = None, as_json: JsonFlag = False) -> None:
+    rows = open_registry(registry).diff(a, b)
+    if as_json:
+        typer.echo(json.dumps([{"field": f, a: x, b: y} for f, x, y in rows], indent=2))
+        return
+    if not rows:
+        typer.echo(f"{a} and {b} record the same variant, policy and scenario")
+    for field, x, y in rows:
+        typer.echo(f"{field}: {a}={x}  {b}={y}")
+
+
+def prune(keep_retired: Annotated[int, typer.Option("--keep-retired", min=0)] = 1,
+          registry: RegistryOption = None) -> None:
+    removed = open_registry(registry).prune(keep_retired)
+    names = ": " + ", ".join(removed) if removed else ""
+    typer.echo(f"pruned {len(removed)} release(s){names}")
+
+
 def register(app: typer.Typer) -> None:
     release_app = typer.Typer(help="Record immutable releases and inspect them.",
                               no_args_is_help=True)
-
-    @release_app.command("add", help="Record RUN's recommended variant (or --variant ID, or a "
-                         "variant folder) as release NAME: a verified, content-addressed copy "
-                         "with its serve policy, scenario, preprocessing and library versions.")
-    def add(
-        run: Annotated[Path, typer.Argument(help="run folder (report.json) or variant folder")],
-        name: Annotated[str, typer.Option("--name", help="release name, e.g. v2")],
-        variant: Annotated[str | None, typer.Option("--variant", help="variant id")] = None,
-        registry: RegistryOption = None,
-        as_json: JsonFlag = False,
-    ) -> None:
-        reg = open_registry(registry)
-        release = reg.add(run, name, variant)
-        if as_json:
-            typer.echo(release.model_dump_json(indent=2))
-            return
-        r = release.record
-        typer.echo(f"release {r.name}: variant {r.variant_id} ({r.runtime}, {r.precision}), "
-                   f"digest {r.digest[:12]}, stored in {reg.root / 'artifacts' / r.digest}")
-
-    @release_app.command("list", help="Every release with its status.")
-    def list_cmd(registry: RegistryOption = None, as_json: JsonFlag = False) -> None:
-        from infertune.rollout.release_registry import record_summary
-
-        rows = [record_summary(r) for r in open_registry(registry).releases()]
-        if as_json:
-            typer.echo(json.dumps(rows, indent=2))
-            return
-        if not rows:
-            typer.echo("no releases yet; add one with infertune release add RUN --name NAME")
-        for row in rows:
-            text = str(row["reason"] or "")
-            reason = f" — {text[:90]}{'...' if len(text) > 90 else ''}" if text else ""
-            typer.echo(f"{row['name']:<16} {row['status']:<12} {row['variant']} "
-                       f"({row['runtime']}, {row['precision']}) {row['digest']}{reason}")
-
-    @release_app.command("show", help="A release's full record and its event log.")
-    def show(name: Annotated[str, typer.Argument()], registry: RegistryOption = None) -> None:
-        reg = open_registry(registry)
-        payload = json.loads(reg.get(name).model_dump_json())
-        payload["events"] = [e.model_dump() for e in reg.events(name)]
-        typer.echo(json.dumps(payload, indent=2))
-
-    @release_app.command("diff", help="Recorded fields that differ between two releases.")
-    def diff(a: Annotated[str, typer.Argument()], b: Annotated[str, typer.Argument()],
-             registry: RegistryOption = None, as_json: JsonFlag = False) -> None:
-        rows = open_registry(registry).diff(a, b)
-        if as_json:
-            typer.echo(json.dumps([{"field": f, a: x, b: y} for f, x, y in rows], indent=2))
-            return
-        if not rows:
-            typer.echo(f"{a} and {b} record the same variant, policy and scenario")
-        for field, x, y in rows:
-            typer.echo(f"{field}: {a}={x}  {b}={y}")
-
-    @release_app.command("prune", help="Delete rolled-back releases and all but the newest "
-                         "--keep-retired retired ones, with artifacts no release still uses.")
-    def prune(keep_retired: Annotated[int, typer.Option("--keep-retired", min=0)] = 1,
-              registry: RegistryOption = None) -> None:
-        removed = open_registry(registry).prune(keep_retired)
-        names = ": " + ", ".join(removed) if removed else ""
-        typer.echo(f"pruned {len(removed)} release(s){names}")
-
+    release_app.command("add", help="Record RUN's recommended variant (or --variant ID, or a "
+                        "variant folder) as release NAME: a verified, content-addressed copy "
+                        "with its serve policy, scenario, preprocessing and library "
+                        "versions.")(add)
+    release_app.command("list", help="Every release with its status.")(list_cmd)
+    release_app.command("show", help="A release's full record and its event log.")(show)
+    release_app.command("diff", help="Recorded fields that differ between two releases.")(diff)
+    release_app.command("prune", help="Delete rolled-back releases and all but the newest "
+                        "--keep-retired retired ones, with artifacts no release still "
+                        "uses.")(prune)
     app.add_typer(release_app, name="release")
 
 
