@@ -19,6 +19,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import psutil
+import pynvml
+
 from infertune.errors import ConfigError, DataError
 from infertune.serial import Serial
 
@@ -123,8 +126,6 @@ def detect(proc_root: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cg
     """Describe this machine. Nothing here raises for a missing file: an absent fact is empty.
     ``arch`` and ``logical_cores`` override what the running process sees (platform.machine(),
     its CPU affinity), so tests can describe another machine from its /proc and cgroup files."""
-    import psutil
-
     cpuinfo = _read(proc_root / "cpuinfo") or ""
     cgroups = _read(proc_root / "self" / "cgroup") or ""
     logical = logical_cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -248,11 +249,7 @@ def _read(path: Path) -> str | None:
 
 
 def nvidia_gpus() -> list[GpuInfo]:
-    """GPUs through NVML; an absent driver or library means no GPUs, never an error."""
-    try:
-        import pynvml
-    except ImportError:
-        return []
+    """GPUs through NVML; an absent driver or NVML library means no GPUs, never an error."""
     try:
         pynvml.nvmlInit()
     except (pynvml.NVMLError, OSError):

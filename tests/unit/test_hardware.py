@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import types
 from pathlib import Path
 
@@ -272,13 +271,13 @@ def _fake_nvml(devices: list[tuple[bytes, int, tuple[int, int]]], init_fails: bo
 
 
 def test_nvml_without_driver_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([], init_fails=True))
+    monkeypatch.setattr(hardware, "pynvml", _fake_nvml([], init_fails=True))
     assert hardware.nvidia_gpus() == []
 
 
 def test_nvml_devices_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _fake_nvml([(b"NVIDIA H200", 141 * 2**30, (9, 0))], init_fails=False)
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(hardware, "pynvml", fake)
     assert hardware.nvidia_gpus() == [
         GpuInfo(name="NVIDIA H200", memory_gb=141.0, driver="550.54", compute_capability="9.0")]
 
