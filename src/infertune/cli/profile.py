@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from infertune.errors import ConfigError
+
+if TYPE_CHECKING:
+    from infertune.measure.profile import ProfileSettings
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
@@ -58,57 +62,87 @@ def load_data(model: str, data: Path | None, adapter: Any) -> tuple[list[Any], s
     return adapter.sample_inputs(64), "synthetic: the model's sample_inputs(64) (no --data given)"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("profile", help="Measure the model where it runs: per-stage latency with p50/"
-                 "p95/p99 and shares, tail source, cold start, CPU/memory/GPU utilisation, the "
-                 "batch-size service curve, top operators and padding waste.")
-    def profile_cmd(
-        model: Annotated[str, typer.Argument(help="model reference: minilm, a folder, .onnx")],
-        data: Annotated[Path | None, typer.Option(
-            "--data", help="held-out inputs (.jsonl/.csv/.npz); defaults to the bundled set "
-            "for minilm")] = None,
-        batch_sizes: Annotated[str, typer.Option(
-            "--batch-sizes", help="batch sizes for the service curve, e.g. 1,8,32")
-        ] = "1,2,4,8,16,32",
-        json_out: Annotated[Path | None, typer.Option(
-            "--json", help="write profile.json (schema infertune.profile/v1) here")] = None,
-        requests: Annotated[int | None, typer.Option(
-            "--requests", min=2, help="single requests timed for the stage breakdown "
-            "(default 1000; 100 with --quick)")] = None,
-        curve_repeats: Annotated[int | None, typer.Option(
-            "--curve-repeats", min=1, help="timed forward calls per curve point, at most "
-            "(default 10; 3 with --quick)")] = None,
-        cold_start: Annotated[bool, typer.Option(
-            "--cold-start/--no-cold-start", help="measure cold start in a fresh process")] = True,
-        quick: Annotated[bool, typer.Option(
-            "--quick", help="a short run: 100 requests, 3 repeats per curve point, tight time "
-            "caps (tail figures rest on few samples)")] = False,
-        seed: Annotated[int, typer.Option("--seed", help="seed for the bootstrap CIs")] = 0,
-    ) -> None:
-        from infertune.cli._common import quiet_libraries
-        from infertune.hardware import detect
-        from infertune.jsonfile import write_json
-        from infertune.measure.profile import ProfileSettings, profile
-        from infertune.models import load
+HELP = ("Measure the model where it runs: per-stage latency with p50/p95/p99 and shares, tail "
+        "source, cold start, CPU/memory/GPU utilisation, the batch-size service curve, top "
+        "operators and padding waste.")
 
-        chosen: dict[str, Any] = {"batch_sizes": parse_batch_sizes(batch_sizes),
-                                  "cold_start": cold_start, "seed": seed}
-        # explicit --requests / --curve-repeats win over --quick's values
-        if requests is not None:
-            chosen.update(requests=requests, rounds=min(4, requests // 2))
-        if curve_repeats is not None:
-            chosen["curve_repeats"] = curve_repeats
-        settings = (ProfileSettings.quick(**chosen) if quick else ProfileSettings(**chosen))
-        quiet_libraries()
-        adapter = load(model)
-        inputs, source = load_data(model, data, adapter)
-        with progress_bars() as update:
-            result = profile(adapter, inputs, settings=settings, model_ref=model,
-                             data_source=source, progress=update,
-                             hardware=detect().to_dict())
-        if json_out is not None:
-            write_json(json_out, result.to_dict())
-        print_summary(result, json_out)
+Model = Annotated[str, typer.Argument(help="model reference: minilm, a folder, .onnx")]
+Data = Annotated[Path | None, typer.Option(
+    "--data", help="held-out inputs (.jsonl/.csv/.npz); defaults to the bundled set for minilm")]
+BatchSizes = Annotated[str, typer.Option(
+    "--batch-sizes", help="batch sizes for the service curve, e.g. 1,8,32")]
+JsonOut = Annotated[Path | None, typer.Option(
+    "--json", help="write profile.json (schema infertune.profile/v1) here")]
+Requests = Annotated[int | None, typer.Option(
+    "--requests", min=2, help="single requests timed for the stage breakdown (default 1000; "
+    "100 with --quick)")]
+CurveRepeats = Annotated[int | None, typer.Option(
+    "--curve-repeats", min=1, help="timed forward calls per curve point, at most (default 10; "
+    "3 with --quick)")]
+ColdStart = Annotated[bool, typer.Option(
+    "--cold-start/--no-cold-start", help="measure cold start in a fresh process")]
+Quick = Annotated[bool, typer.Option(
+    "--quick", help="a short run: 100 requests, 3 repeats per curve point, tight time caps "
+    "(tail figures rest on few samples)")]
+Seed = Annotated[int, typer.Option("--seed", help="seed for the bootstrap CIs")]
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """``infertune profile MODEL``: explicit ``requests`` / ``curve_repeats`` win over
+    ``quick``'s values."""
+
+    model: str
+    data: Path | None = None
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    json_out: Path | None = None
+    requests: int | None = None
+    curve_repeats: int | None = None
+    cold_start: bool = True
+    quick: bool = False
+    seed: int = 0
+
+    def settings(self) -> ProfileSettings:
+        from infertune.measure.profile import ProfileSettings
+
+        build = ProfileSettings.quick if self.quick else ProfileSettings
+        given = {} if self.curve_repeats is None else {"curve_repeats": self.curve_repeats}
+        if self.requests is not None:
+            given.update(requests=self.requests, rounds=min(4, self.requests // 2))
+        return build(batch_sizes=self.batch_sizes, cold_start=self.cold_start, seed=self.seed,
+                     **given)
+
+
+def profile_cmd(model: Model, data: Data = None, batch_sizes: BatchSizes = "1,2,4,8,16,32",
+                json_out: JsonOut = None, requests: Requests = None,
+                curve_repeats: CurveRepeats = None, cold_start: ColdStart = True,
+                quick: Quick = False, seed: Seed = 0) -> None:
+    run(ProfileOptions(model, data, parse_batch_sizes(batch_sizes), json_out, requests,
+                       curve_repeats, cold_start, quick, seed))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile", help=HELP)(profile_cmd)
+
+
+def run(options: ProfileOptions) -> None:
+    """Profile the model on its held-out inputs, write profile.json, print the summary."""
+    from infertune.cli._common import quiet_libraries
+    from infertune.hardware import detect
+    from infertune.jsonfile import write_json
+    from infertune.measure.profile import profile
+    from infertune.models import load
+
+    settings = options.settings()
+    quiet_libraries()
+    adapter = load(options.model)
+    inputs, source = load_data(options.model, options.data, adapter)
+    with progress_bars() as update:
+        result = profile(adapter, inputs, settings=settings, model_ref=options.model,
+                         data_source=source, progress=update, hardware=detect().to_dict())
+    if options.json_out is not None:
+        write_json(options.json_out, result.to_dict())
+    print_summary(result, options.json_out)
 
 
 def print_summary(result: Any, json_out: Path | None) -> None:
