@@ -3,61 +3,78 @@ labelled estimate with its source. The report goes to stdout unless --out is giv
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from infertune.errors import ConfigError
 
+if TYPE_CHECKING:
+    from infertune.config import Scenario
+
+ScenarioFile = Annotated[Path, typer.Argument(help="scenario YAML (the eight facts)")]
+Interactive = Annotated[bool, typer.Option(
+    "--interactive", "-i", help="ask for each missing fact")]
+Format = Annotated[str, typer.Option("--format", "-f", help="md, html or json")]
+Out = Annotated[Path | None, typer.Option("--out", "-o", help="write here, not to stdout")]
+Measure = Annotated[str | None, typer.Option(
+    "--measure", metavar="MODEL",
+    help="measure MODEL on this machine and replace estimates where it can")]
+
+
+@dataclass(frozen=True)
+class AdviseCommand:
+    """``infertune advise SCENARIO``: api.advise's options plus how to ask and print."""
+
+    scenario: Path
+    interactive: bool = False
+    fmt: str = "md"
+    out: Path | None = None
+    measure: str | None = None
+
+    def __post_init__(self) -> None:
+        from infertune.report.render import FORMATS
+
+        if self.fmt not in FORMATS:
+            raise ConfigError(f"--format {self.fmt!r} is not supported; use one of "
+                              f"{', '.join(FORMATS)}")
+
+
+def advise_cmd(scenario: ScenarioFile, interactive: Interactive = False, fmt: Format = "md",
+               out: Out = None, measure: Measure = None) -> None:
+    """Advise from a scenario file alone: missing facts, diagnosis, ranked options, plan."""
+    run(AdviseCommand(scenario, interactive, fmt, out, measure))
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("advise")
-    def advise_cmd(
-        scenario: Annotated[Path, typer.Argument(help="scenario YAML (the eight facts)")],
-        interactive: Annotated[bool, typer.Option(
-            "--interactive", "-i", help="ask for each missing fact")] = False,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="md, html or json")] = "md",
-        out: Annotated[Path | None, typer.Option(
-            "--out", "-o", help="write here, not to stdout")] = None,
-        measure: Annotated[str | None, typer.Option(
-            "--measure", metavar="MODEL",
-            help="measure MODEL on this machine and replace estimates where it can")] = None,
-    ) -> None:
-        """Advise from a scenario file alone: missing facts, diagnosis, ranked options, plan."""
-        from infertune.config import load_scenario
-        from infertune.report.advisor import advise
-        from infertune.report.render import FORMATS, render
-        from infertune.report.vague import VagueReadings
+    app.command("advise")(advise_cmd)
 
-        if fmt not in FORMATS:
-            raise ConfigError(f"--format {fmt!r} is not supported; use one of "
-                              f"{', '.join(FORMATS)}")
-        readings = VagueReadings()  # "50ms", "about 50", "~20", "spiky at lunch"
-        sc = load_scenario(scenario, prepare=readings.read)
-        if interactive:
-            from infertune.report.interview import interview
 
-            sc = interview(sc, ask=lambda q: typer.prompt(q, default="", show_default=False),
-                           say=lambda line: typer.echo(line, err=True))
-        report = advise(sc)
-        if measure is not None:
-            from infertune.cli._common import quiet_libraries
-            from infertune.optimize.quickcheck import check_variants
-            from infertune.report.measured import add_measurements
+def run(command: AdviseCommand) -> None:
+    """The advice (api.advise), rendered to stdout or ``command.out``."""
+    from infertune.cli.api import AdviseOptions, advise
+    from infertune.report.render import render
 
-            quiet_libraries()
-            typer.echo(f"measuring {measure} on this machine (about a minute and a half)...",
-                       err=True)
+    report = advise(AdviseOptions(command.scenario, command.measure),
+                    interview=_interview if command.interactive else None,
+                    on_measure=_say_measuring)
+    text = render(report, command.fmt)
+    if command.out is None:
+        typer.echo(text, nl=False)
+        return
+    command.out.parent.mkdir(parents=True, exist_ok=True)
+    command.out.write_text(text)
+    typer.echo(f"wrote {command.out}", err=True)
 
-            report = add_measurements(report, sc, measure, check=check_variants)
-        if readings.assumptions:  # each vague value, as read, is an assumption of the advice
-            report = report.model_copy(
-                update={"assumptions": readings.assumptions + report.assumptions})
-        text = render(report, fmt)
-        if out is None:
-            typer.echo(text, nl=False)
-            return
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-        typer.echo(f"wrote {out}", err=True)
+
+def _interview(scenario: Scenario) -> Scenario:
+    from infertune.report.interview import interview
+
+    return interview(scenario, ask=lambda q: typer.prompt(q, default="", show_default=False),
+                     say=lambda line: typer.echo(line, err=True))
+
+
+def _say_measuring(model: str) -> None:
+    typer.echo(f"measuring {model} on this machine (about a minute and a half)...", err=True)

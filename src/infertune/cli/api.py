@@ -45,15 +45,15 @@ from typing import TYPE_CHECKING, Any
 from infertune.errors import ConfigError
 
 if TYPE_CHECKING:
-    from infertune.config import ServePolicy
+    from infertune.config import Scenario, ServePolicy
     from infertune.data import HeldOut
     from infertune.loadgen.result import LoadResult
     from infertune.loadgen.runner import RunOptions
     from infertune.loadgen.schedules import ScheduleSpec
     from infertune.loadgen.targets import Target
     from infertune.models.base import ModelInfo
-    from infertune.optimize.costs import BudgetChoice
-    from infertune.optimize.search import Progress
+    from infertune.optimize.search.budget import Progress
+    from infertune.optimize.search.costs import BudgetChoice
     from infertune.report.schema import Report
 
 __all__ = ["AdviseOptions", "LoadtestOptions", "OptimizeOptions", "OptimizeResult", "Server",
@@ -211,9 +211,13 @@ class AdviseOptions:
     measure: str | None = None
 
 
-def advise(options: AdviseOptions | Path | str) -> Report:
+def advise(options: AdviseOptions | Path | str, *,
+           interview: Callable[[Scenario], Scenario] | None = None,
+           on_measure: Callable[[str], None] | None = None) -> Report:
     """The advice report (missing facts, diagnosis, ranked options, plan) for a scenario;
-    render it with ``infertune.report.render.render(report, "md")``."""
+    render it with ``infertune.report.render.render(report, "md")``. ``interview`` may fill
+    in the scenario's missing facts before the advice (``infertune advise -i`` asks for
+    them); ``on_measure`` hears the model about to be measured."""
     from infertune.config import load_scenario
     from infertune.report.advisor import advise as build_advice
     from infertune.report.vague import VagueReadings
@@ -222,6 +226,8 @@ def advise(options: AdviseOptions | Path | str) -> Report:
         options = AdviseOptions(options)
     readings = VagueReadings()  # "50ms", "about 50", "spiky at lunch": read, and listed
     scenario = load_scenario(options.scenario, prepare=readings.read)
+    if interview is not None:
+        scenario = interview(scenario)
     report = build_advice(scenario)
     if options.measure is not None:
         from infertune.cli._common import quiet_libraries
@@ -229,8 +235,10 @@ def advise(options: AdviseOptions | Path | str) -> Report:
         from infertune.report.measured import add_measurements
 
         quiet_libraries()
+        if on_measure is not None:
+            on_measure(options.measure)
         report = add_measurements(report, scenario, options.measure, check=check_variants)
-    if readings.assumptions:
+    if readings.assumptions:  # each vague value, as read, is an assumption of the advice
         report = report.model_copy(
             update={"assumptions": readings.assumptions + report.assumptions})
     return report
