@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from aiohttp import web
+
 DelayFn = Callable[[float], float]  # seconds since the first request -> seconds to hold
 
 
 def _app(delay: DelayFn | None, clock: Callable[[], float]) -> Any:
-    from aiohttp import web
-
     first: list[float] = []
 
     async def handle(request: web.Request) -> web.Response:
@@ -70,8 +70,6 @@ class LocalServer:
             self._thread.join(timeout=10)
 
     def _serve(self) -> None:
-        from aiohttp import web
-
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
@@ -100,8 +98,6 @@ def main() -> None:
 async def serve_forever(app: Any, port: int) -> None:
     """Serve ``app`` on 127.0.0.1:``port`` (0: any free port), print its URL, run until
     killed (the entry point of the test servers run as their own process)."""
-    from aiohttp import web
-
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port)

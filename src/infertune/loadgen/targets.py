@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import aiohttp
+
 from infertune.errors import ConfigError, DataError
 from infertune.jsonfile import read_jsonl
 from infertune.loadgen.result import parse_server_timing
@@ -70,15 +72,11 @@ class HttpTarget:
         self._session: Any = None
 
     async def open(self) -> None:
-        import aiohttp
-
         connector = aiohttp.TCPConnector(limit=self.max_connections, force_close=False)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
 
     async def send(self, index: int) -> Reply:
-        import aiohttp
-
         kwargs: dict[str, Any] = {}
         if self._payloads:
             kwargs["data"] = self._payloads[index % len(self._payloads)]
