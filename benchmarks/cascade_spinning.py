@@ -24,7 +24,7 @@ def child(full: str, fast: str, spin: bool, n: int, seed: int) -> None:
     from infertune.cli._common import quiet_libraries
     from infertune.data import default_heldout
     from infertune.models import load
-    from infertune.optimize.search import batch1_requests
+    from infertune.optimize.search.timing import batch1_requests
     from infertune.serve.cascade import without_spinning
 
     quiet_libraries()

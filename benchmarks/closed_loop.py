@@ -50,14 +50,14 @@ import serve_goodput as sg  # noqa: E402  (a sibling script, not a package)
 
 from infertune.config import Scenario  # noqa: E402
 from infertune.data import default_heldout, read_heldout  # noqa: E402
-from infertune.optimize.confirm_served import (  # noqa: E402
+from infertune.optimize.served.confirm import (  # noqa: E402
     VISITS_PER_ARM,
     drive_http,
     goodput_at,
     pooled,
     request_bodies,
 )
-from infertune.optimize.serving import Validation, schedule_for  # noqa: E402
+from infertune.optimize.served.traffic import Validation, schedule_for  # noqa: E402
 
 TOLERANCE = 0.20  # the issue's +-20% between served goodput and report.json's
 

@@ -33,7 +33,7 @@ from infertune.measure.arm_process import ArmFailed, ArmProcess
 from infertune.models import load
 from infertune.optimize import PassContext, build_variants
 from infertune.optimize.passes import REGISTRY
-from infertune.optimize.variant import predict_rows
+from infertune.optimize.passes.variant_files import predict_rows
 
 # one pass per engine x precision (the others are settings of these: threads, trimming)
 ENGINE_PASSES = ("torch_fp32", "torch_bf16", "torch_int8_dynamic", "torch_fp16",

@@ -45,8 +45,8 @@ from infertune.loadgen.result import SHED_STATUSES, RequestRecord, is_ok  # noqa
 from infertune.loadgen.runner import RunOptions, run_schedule  # noqa: E402
 from infertune.loadgen.schedules import ScheduleSpec, build_schedule  # noqa: E402
 from infertune.loadgen.targets import HttpTarget  # noqa: E402
-from infertune.optimize.confirm_served import drive_http, request_bodies  # noqa: E402
-from infertune.optimize.serving import schedule_for  # noqa: E402
+from infertune.optimize.served.confirm import drive_http, request_bodies  # noqa: E402
+from infertune.optimize.served.traffic import schedule_for  # noqa: E402
 
 TARGETS = {0.1: 0.0, 0.5: 0.0, 0.9: 0.001}  # the bound on the false-refusal share
 SATURATE_S = 4.0

@@ -49,7 +49,7 @@ from infertune.optimize.passes.base import Pass, PassContext
 from infertune.optimize.passes.ort_cuda_fp16 import OrtCudaFp16Pass
 from infertune.optimize.passes.ort_tensorrt_fp16 import OrtTensorrtFp16Pass
 from infertune.optimize.passes.torch_fp16 import TorchFp16Pass
-from infertune.optimize.variant import Variant, agreement, predict_rows
+from infertune.optimize.passes.variant_files import Variant, agreement, predict_rows
 
 BATCHES = (1, 16)
 DRY_GPU = GpuInfo("dry run: described Tesla T4", 15.0, "none", "7.5")

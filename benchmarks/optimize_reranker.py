@@ -71,7 +71,7 @@ def main() -> int:
     from infertune.data import reranking_heldout
     from infertune.measure.compare import run_interleaved
     from infertune.models import load
-    from infertune.optimize.search import batch1_requests
+    from infertune.optimize.search.timing import batch1_requests
     from infertune.quality import evaluate_outputs, run_outputs
 
     quiet_libraries()

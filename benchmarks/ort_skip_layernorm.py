@@ -37,7 +37,7 @@ def main() -> int:
     from infertune.optimize import PassContext, build_variants
     from infertune.optimize.passes import REGISTRY
     from infertune.optimize.passes.ort_fusion import OrtFusionPass, time_skip_layernorm
-    from infertune.optimize.search import batch1_requests
+    from infertune.optimize.search.timing import batch1_requests
 
     quiet_libraries()
     baseline = load("minilm")

@@ -39,8 +39,8 @@ import serve_goodput as sg  # noqa: E402
 
 from infertune.config import Scenario  # noqa: E402
 from infertune.measure.tail_interval import TailInterval, verdict  # noqa: E402
-from infertune.optimize.confirm_served import drive_http, pooled  # noqa: E402
-from infertune.optimize.serving import burst_block_s, schedule_for  # noqa: E402
+from infertune.optimize.served.confirm import drive_http, pooled  # noqa: E402
+from infertune.optimize.served.traffic import burst_block_s, schedule_for  # noqa: E402
 
 CONTRADICTS = {("meets", "misses"), ("misses", "meets")}
 

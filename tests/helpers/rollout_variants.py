@@ -15,7 +15,7 @@ from onnx_graphs import make_mlp
 from report_fixture import report_dict
 
 from infertune.models.variant import InputSpec, Manifest, ThreadSettings
-from infertune.optimize.variant import finalize
+from infertune.optimize.passes.variant_files import finalize
 
 
 def mlp_variant(folder: Path, *, noise: float = 0.0, intra_op: int = 1) -> Path:

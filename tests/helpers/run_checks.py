@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infertune.optimize.record import RunRecord
-from infertune.optimize.search import Candidate
+from infertune.optimize.search.timing import Candidate
 
 KEEP_NO_PASS = "no variant met the quality floor"
 KEEP_NOT_FASTER = "no variant that meets the quality floor was measurably faster"

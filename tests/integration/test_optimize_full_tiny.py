@@ -31,7 +31,7 @@ from serve_fault_procs import free_port, wait_until
 from infertune.cli import main
 from infertune.config import ServePolicy
 from infertune.optimize.record import RunRecord
-from infertune.optimize.search import OWN_PROCESSES
+from infertune.optimize.search.timing import OWN_PROCESSES
 from infertune.report.provenance import assert_all_figures_have_provenance
 
 pytestmark = pytest.mark.slow

@@ -27,7 +27,7 @@ from infertune.cli.api import (
 from infertune.cli.server_tune import ServerArgs
 from infertune.config import Scenario, load_scenario
 from infertune.errors import ConfigError
-from infertune.optimize.costs import BudgetChoice
+from infertune.optimize.search.costs import BudgetChoice
 from infertune.report.schema import Figure, Report
 
 HELP = ("Profile MODEL, build the variants that apply on this machine, check each against the "

@@ -14,7 +14,7 @@ from infertune.optimize.passes import (
     check_variant,
     create_pass,
 )
-from infertune.optimize.variant import Variant, VariantResult, agreement, predict_rows
+from infertune.optimize.passes.variant_files import Variant, VariantResult, agreement, predict_rows
 
 __all__ = ["REGISTRY", "Pass", "PassContext", "QualityTarget", "Variant", "VariantResult",
            "agreement", "build_variants", "check_variant", "create_pass", "predict_rows"]

@@ -3,12 +3,12 @@
 run.json. The report is built afterwards from those files by report/run_report.py; this
 package knows nothing of report/.
 
-Stages (each one checks the budget before it starts; see search.py):
+Stages (each one checks the budget before it starts; see search/budget.py), one module each
+in stages/ (its __init__ lists them):
     setup -> [size budget, with --budget auto] -> profile baseline -> reference outputs ->
     build variants (by expected gain per second) -> screen (quick timing, stopping early for
     a clear loser, + quality) -> confirm survivors (interleaved) -> serving sweep + validation
     -> candidates / cascade -> input options
-The measuring stages live in steps.py, the serving ones in policy.py.
 """
 
 from __future__ import annotations
@@ -18,12 +18,22 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-from infertune.optimize import policy, sizing, steps
-from infertune.optimize.builder import Builder
-from infertune.optimize.confirm_stage import decisive_reserve_s
-from infertune.optimize.costs import BudgetChoice, budget_estimate
 from infertune.optimize.record import RunRecord
-from infertune.optimize.search import Budget, NullProgress, Progress
+from infertune.optimize.search import sizing
+from infertune.optimize.search.budget import Budget, NullProgress, Progress
+from infertune.optimize.search.builder import Builder
+from infertune.optimize.search.costs import BudgetChoice, budget_estimate
+from infertune.optimize.stages import (
+    build,
+    candidates,
+    inputs,
+    profile,
+    screen,
+    setup,
+    survivors,
+    sweep,
+)
+from infertune.optimize.stages.served import decisive_reserve_s
 from infertune.optimize.state import (
     DEFAULT_BUDGET_S,
     QUICK_BUDGET_S,
@@ -48,27 +58,27 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     paths = RunPaths(Path(options.out))
     progress.tick(f"loading {options.model}")
     # a bad reference or a floor that does not fit the model fails before the run dir exists
-    state = RunState(options=options, paths=paths, baseline=steps.load_baseline(options))
-    steps.check_floor(state)
+    state = RunState(options=options, paths=paths, baseline=setup.load_baseline(options))
+    setup.check_floor(state)
     paths.create()
     budget = Budget(options.budget_s, clock=clock)
     reserve = partial(decisive_reserve_s, options.scenario, quick=options.quick)
     budget.reserved_s = reserve(budget.total_s)
 
-    def build(s: RunState, b: Budget, p: Progress) -> None:
-        steps.build(s, b, p, builder)
+    def build_variants(s: RunState, b: Budget, p: Progress) -> None:
+        build.build(s, b, p, builder)
 
     order: Sequence[tuple[str, Step]] = [
-        ("setup", steps.setup),
+        ("setup", setup.setup),
         ("size budget", sizing.size_budget),
-        ("profile baseline", steps.profile_baseline),
-        ("reference outputs", steps.reference_outputs),
-        ("build variants", build),
-        ("screen variants", steps.screen),
-        ("confirm survivors", steps.confirm),
-        ("serving policy", policy.serving),
-        ("candidate models", policy.candidate_models),
-        ("input options", steps.input_options),
+        ("profile baseline", profile.profile_baseline),
+        ("reference outputs", profile.reference_outputs),
+        ("build variants", build_variants),
+        ("screen variants", screen.screen),
+        ("confirm survivors", survivors.confirm),
+        ("serving policy", sweep.serving),
+        ("candidate models", candidates.candidate_models),
+        ("input options", inputs.input_options),
     ]
     for name, step in order:
         if name == "size budget" and not options.budget_auto:

@@ -33,15 +33,15 @@ from infertune.measure.curve import ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.models import load
 from infertune.models.base import Adapter
-from infertune.optimize.cascade import CascadeResult, RightSizing
-from infertune.optimize.confirm_served import Confirmation
-from infertune.optimize.costs import BudgetChoice, BudgetEstimate, CostFacts
-from infertune.optimize.inputs import InputOptions
-from infertune.optimize.ordering import SearchPlan
-from infertune.optimize.screening import ScreenCurve
-from infertune.optimize.search import Candidate, Skipped
-from infertune.optimize.serving import Contention, Validation
-from infertune.optimize.sweep import SweepResult
+from infertune.optimize.search.costs import BudgetChoice, BudgetEstimate, CostFacts
+from infertune.optimize.search.ordering import SearchPlan
+from infertune.optimize.search.screening import ScreenCurve
+from infertune.optimize.search.timing import Candidate, Skipped
+from infertune.optimize.served.cascade_eval import CascadeResult, RightSizing
+from infertune.optimize.served.confirm import Confirmation
+from infertune.optimize.served.input_options import InputOptions
+from infertune.optimize.served.policy_sweep import SweepResult
+from infertune.optimize.served.traffic import Contention, Validation
 from infertune.quality import Floor, floor_from_config, parse_floor
 from infertune.serial import Serial
 

@@ -15,7 +15,7 @@ errors, raised when the scenario is read.
 from __future__ import annotations
 
 from infertune.config import Scenario
-from infertune.optimize.ranking import inside_slo
+from infertune.optimize.search.ranking import inside_slo
 from infertune.report.build import Findings, Library, Subject, build_report
 from infertune.report.generation import prefill_and_decode
 from infertune.report.knowledge import (

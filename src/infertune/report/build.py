@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from infertune.config import FACTS, Scenario
-from infertune.optimize.ranking import risk_budget
+from infertune.optimize.search.ranking import risk_budget
 from infertune.report.generation import generation_gaps
 from infertune.report.knowledge import HardwareProfile, KnowledgeBase
 from infertune.report.next_steps import first_week, guardrails, measurement_plan

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from infertune.config import Scenario
-from infertune.optimize.ranking import LEVELS, rank, risk_budget
+from infertune.optimize.search.ranking import LEVELS, rank, risk_budget
 from infertune.report.knowledge import Context, HardwareProfile, KnowledgeEntry
 from infertune.report.schema import Figure, Impact, Option, Rated
 

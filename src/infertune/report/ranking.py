@@ -2,7 +2,7 @@
 optimize/ranking.py, where the search chooses a variant with it; report/ imports it from there
 because optimize/ is the earlier layer."""
 
-from infertune.optimize.ranking import (
+from infertune.optimize.search.ranking import (
     EFFORT_WEIGHT,
     LEVELS,
     Level,

@@ -11,8 +11,8 @@ machine at which the measured goodput would fit.
 
 from __future__ import annotations
 
-from infertune.optimize.ranking import ceiling_goodput_rps
-from infertune.optimize.sweep import SweepResult
+from infertune.optimize.served.ceiling import ceiling_goodput_rps
+from infertune.optimize.served.policy_sweep import SweepResult
 from infertune.report.schema import SloCheck
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import infertune.optimize
-from infertune.optimize.choice import Rating, variant_effort, variant_risk
-from infertune.optimize.inputs import CacheEstimate, TimedOption
-from infertune.optimize.search import Candidate
-from infertune.optimize.sweep import SweepResult
+from infertune.optimize.search.choice import Rating, variant_effort, variant_risk
+from infertune.optimize.search.timing import Candidate
+from infertune.optimize.served.input_options import CacheEstimate, TimedOption
+from infertune.optimize.served.policy_sweep import SweepResult
 from infertune.report.artifacts import RUN_JSON
 from infertune.report.schema import Figure, Impact, Option, Rated
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infertune.optimize.choice import measured_inside_slo
 from infertune.optimize.record import RunRecord
-from infertune.optimize.serving import traffic_assumption
+from infertune.optimize.search.choice import measured_inside_slo
+from infertune.optimize.served.traffic import traffic_assumption
 from infertune.optimize.state import RunPaths, floor_for
 from infertune.report.artifacts import PROFILE, quality_artifact, timing_artifact
 from infertune.report.build import Findings, Library, RunSections, Subject, build_report

@@ -12,7 +12,8 @@ import numpy as np
 
 from infertune.config import ServePolicy
 from infertune.measure.diagnosis import stage_likelihood
-from infertune.optimize.choice import (
+from infertune.optimize.record import RunRecord
+from infertune.optimize.search.choice import (
     common_baseline_ms,
     floor_margin,
     measured_winner,
@@ -20,11 +21,10 @@ from infertune.optimize.choice import (
     recommended_candidate,
     variant_impact,
 )
-from infertune.optimize.policy import serve_deadline_ms
-from infertune.optimize.record import RunRecord
-from infertune.optimize.search import Candidate, Timing
+from infertune.optimize.search.timing import Candidate, Timing
+from infertune.optimize.served.policy_sweep import PolicyResult, SimStats
+from infertune.optimize.stages.sweep import serve_deadline_ms
 from infertune.optimize.state import floor_for
-from infertune.optimize.sweep import PolicyResult, SimStats
 from infertune.report import run_options as opt
 from infertune.report.artifacts import PROFILE, SERVING, quality_artifact, timing_artifact
 from infertune.report.knowledge import HardwareProfile

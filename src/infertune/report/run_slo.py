@@ -17,17 +17,17 @@ from __future__ import annotations
 import math
 
 from infertune.measure.tail_interval import verdict
-from infertune.optimize.confirm_served import goodput_at
-from infertune.optimize.confirm_sizing import decisive_run
 from infertune.optimize.record import RunRecord
-from infertune.optimize.serving import Validation
-from infertune.optimize.sweep import (
+from infertune.optimize.served.confirm import goodput_at
+from infertune.optimize.served.confirm_sizing import decisive_run
+from infertune.optimize.served.policy_sweep import (
     SHED_LIMIT,
     PolicyResult,
     SimStats,
     cost_per_1k,
     validation_key,
 )
+from infertune.optimize.served.traffic import Validation
 from infertune.report.artifacts import CONFIRMATION, SERVING
 from infertune.report.run_sections import stated_price
 from infertune.report.schema import (

@@ -15,9 +15,9 @@ from onnx_graphs import make_mlp
 import infertune.optimize.passes as passes
 from infertune.hardware import detect
 from infertune.models import load
-from infertune.optimize.builder import planned
 from infertune.optimize.passes import PassContext, build_variants, create_pass
 from infertune.optimize.passes.registry import REGISTRY, engines_on
+from infertune.optimize.search.builder import planned
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "adding-a-pass.md"

@@ -15,8 +15,8 @@ from onnx_graphs import WIDTH, make_mlp
 from infertune.measure.arm_process import ArmFailed, ArmProcess
 from infertune.measure.compare import run_interleaved
 from infertune.models import load
-from infertune.optimize.search import ONE_PROCESS, OWN_PROCESSES, Timing
-from infertune.optimize.steps import _arm, _proper_timing
+from infertune.optimize.search.timing import ONE_PROCESS, OWN_PROCESSES, Timing
+from infertune.optimize.stages.survivors import _arm, _proper_timing
 
 REQUEST = [np.zeros(WIDTH, np.float32)]
 

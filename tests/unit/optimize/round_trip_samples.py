@@ -10,18 +10,30 @@ from infertune.config import Scenario
 from infertune.measure.curve import CurvePoint, ServiceCurve
 from infertune.measure.tail_interval import TailInterval
 from infertune.models.variant import Manifest
-from infertune.optimize.cascade import CascadePoint, CascadeResult, RightSizing
-from infertune.optimize.costs import BudgetChoice, BudgetEstimate, CostFacts
-from infertune.optimize.inputs import CacheEstimate, InputOptions, TimedOption
-from infertune.optimize.ordering import PlannedPass, SearchPlan
 from infertune.optimize.passes.registry import EngineVerdict
+from infertune.optimize.passes.variant_files import VariantResult
 from infertune.optimize.record import RunRecord
-from infertune.optimize.screening import BatchPoint, BatchVerdict, ScreenCurve, ServedScreen
-from infertune.optimize.search import ONE_PROCESS, OWN_PROCESSES, Candidate, Skipped, Timing
-from infertune.optimize.serving import Contention, Validation
+from infertune.optimize.search.costs import BudgetChoice, BudgetEstimate, CostFacts
+from infertune.optimize.search.ordering import PlannedPass, SearchPlan
+from infertune.optimize.search.screening import BatchPoint, BatchVerdict, ScreenCurve, ServedScreen
+from infertune.optimize.search.timing import (
+    ONE_PROCESS,
+    OWN_PROCESSES,
+    Candidate,
+    Skipped,
+    Timing,
+)
+from infertune.optimize.served.cascade_eval import CascadePoint, CascadeResult, RightSizing
+from infertune.optimize.served.input_options import CacheEstimate, InputOptions, TimedOption
+from infertune.optimize.served.policy_sweep import (
+    BatchingEffect,
+    PolicyResult,
+    SimStats,
+    SweepGrid,
+    SweepResult,
+)
+from infertune.optimize.served.traffic import Contention, Validation
 from infertune.optimize.state import BuiltVariant, LoadCurve
-from infertune.optimize.sweep import BatchingEffect, PolicyResult, SimStats, SweepGrid, SweepResult
-from infertune.optimize.variant import VariantResult
 
 SCENARIO = Scenario.model_validate({
     "slo": {"p95_ms": 50, "p99_ms": 80},

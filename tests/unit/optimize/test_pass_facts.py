@@ -15,9 +15,6 @@ from onnx_graphs import WIDTH, make_mlp
 from infertune.errors import ConfigError
 from infertune.hardware import GpuInfo, HardwareInfo
 from infertune.models import load
-from infertune.optimize.builder import not_run, plan_passes, planned
-from infertune.optimize.costs import build_s, step_s
-from infertune.optimize.ordering import int8_path, plan_order, prior
 from infertune.optimize.passes import REGISTRY, PassContext, build_variants, create_pass
 from infertune.optimize.passes._onnx import OrtDerivedPass
 from infertune.optimize.passes.facts import (
@@ -30,6 +27,9 @@ from infertune.optimize.passes.facts import (
     cpu_paths,
 )
 from infertune.optimize.passes.registry import Registry, as_registry
+from infertune.optimize.search.builder import not_run, plan_passes, planned
+from infertune.optimize.search.costs import build_s, step_s
+from infertune.optimize.search.ordering import int8_path, plan_order, prior
 
 MINILM = CostFacts(call_ms=15.0, item_ms=5.0, export_s=9.0, params_m=22.7, matmuls=48,
                    schemes=2)

@@ -17,7 +17,7 @@ from infertune.optimize import PassContext, build_variants
 from infertune.optimize.passes.ort_cuda_fp16 import OrtCudaFp16Pass
 from infertune.optimize.passes.ort_tensorrt_fp16 import OrtTensorrtFp16Pass
 from infertune.optimize.passes.torch_fp16 import TorchFp16Pass
-from infertune.optimize.variant import Variant, agreement, predict_rows
+from infertune.optimize.passes.variant_files import Variant, agreement, predict_rows
 
 ALL_GPU = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 T4 = GpuInfo("Tesla T4", 15.0, "550.54", "7.5")
@@ -171,7 +171,7 @@ def test_the_gpu_passes_are_registered_with_their_facts() -> None:
 
 
 def test_gpu_passes_are_planned_only_where_their_gpu_is() -> None:
-    from infertune.optimize.builder import FULL_PASSES, QUICK_PASSES, plan_passes
+    from infertune.optimize.search.builder import FULL_PASSES, QUICK_PASSES, plan_passes
 
     gpu = ("ort_cuda_fp16", "ort_tensorrt_fp16", "torch_fp16")
     on_t4, _ = plan_passes(quick=False, budget_s=600, hw=machine(T4))

@@ -19,7 +19,7 @@ from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, ran_pre
 from infertune.models.variant import Manifest, PassRecord, read_manifest
 from infertune.optimize import PassContext, QualityTarget, build_variants, create_pass
 from infertune.optimize.passes.openvino_common import read_back
-from infertune.optimize.variant import finalize
+from infertune.optimize.passes.variant_files import finalize
 from infertune.serve.worker_threads import fit_to_workers
 
 pytest.importorskip("openvino")

@@ -19,7 +19,7 @@ from optimize_tiny_helpers import hardware
 from infertune.hardware import int8_saturation_risk
 from infertune.models import load
 from infertune.optimize import PassContext, QualityTarget, build_variants
-from infertune.optimize.builder import registry
+from infertune.optimize.search.builder import registry
 
 
 def _inputs(n: int = 48) -> list[np.ndarray]:

@@ -13,13 +13,10 @@ import pytest
 from infertune.config import Scenario, ServePolicy
 from infertune.errors import ConfigError
 from infertune.measure.tail_interval import TailInterval
-from infertune.optimize.choice import recommended_candidate
-from infertune.optimize.policy import serve_deadline_ms
 from infertune.optimize.record import RunRecord
-from infertune.optimize.search import Candidate, Skipped, Timing
-from infertune.optimize.serving import Validation
-from infertune.optimize.state import BuiltVariant, LoadCurve, RunFindings, RunPaths, RunState
-from infertune.optimize.sweep import (
+from infertune.optimize.search.choice import recommended_candidate
+from infertune.optimize.search.timing import Candidate, Skipped, Timing
+from infertune.optimize.served.policy_sweep import (
     SimStats,
     SweepGrid,
     SweepResult,
@@ -27,6 +24,9 @@ from infertune.optimize.sweep import (
     sweep,
     validation_key,
 )
+from infertune.optimize.served.traffic import Validation
+from infertune.optimize.stages.sweep import serve_deadline_ms
+from infertune.optimize.state import BuiltVariant, LoadCurve, RunFindings, RunPaths, RunState
 from infertune.report.run_report import build_run_report, write_run_report
 
 

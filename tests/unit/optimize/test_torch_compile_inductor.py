@@ -11,7 +11,7 @@ from optimize_tiny_helpers import SENTENCES, make_tiny_bert
 
 from infertune.models import load
 from infertune.optimize import PassContext, QualityTarget, build_variants
-from infertune.optimize.builder import registry
+from infertune.optimize.search.builder import registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing_free]
 

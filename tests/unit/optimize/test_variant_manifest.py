@@ -13,7 +13,7 @@ from infertune.errors import ConfigError, ModelLoadError
 from infertune.models import load
 from infertune.models.variant import MANIFEST, Manifest, read_manifest, sha256_file
 from infertune.optimize import QualityTarget, VariantResult, agreement
-from infertune.optimize.variant import Variant
+from infertune.optimize.passes.variant_files import Variant
 
 
 def test_agreement_exact_values():

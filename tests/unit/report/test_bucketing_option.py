@@ -6,7 +6,7 @@ bound, carrying the measured bound as its input, and it ranks on the range, not 
 from __future__ import annotations
 
 from infertune.config import Scenario
-from infertune.optimize.inputs import TimedOption
+from infertune.optimize.served.input_options import TimedOption
 from infertune.report.options import rank_options
 from infertune.report.provenance import provenance_problems
 from infertune.report.run_options import bucketing_option, timed_option

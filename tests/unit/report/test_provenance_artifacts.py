@@ -19,12 +19,12 @@ from infertune.jsonfile import write_json
 from infertune.measure.profile import Profile
 from infertune.measure.stages import StageReport, StageSamples
 from infertune.measure.tail_interval import TailInterval
-from infertune.optimize.inputs import InputOptions, TimedOption
 from infertune.optimize.record import RunRecord
-from infertune.optimize.search import Candidate, Timing
-from infertune.optimize.serving import Validation
+from infertune.optimize.search.timing import Candidate, Timing
+from infertune.optimize.served.input_options import InputOptions, TimedOption
+from infertune.optimize.served.policy_sweep import SimStats, SweepGrid, sweep, validation_key
+from infertune.optimize.served.traffic import Validation
 from infertune.optimize.state import BuiltVariant, RunPaths
-from infertune.optimize.sweep import SimStats, SweepGrid, sweep, validation_key
 from infertune.report.artifacts import (
     CONFIRMATION,
     LATENCY_FILE,
@@ -245,7 +245,8 @@ def test_derived_figures_of_a_run_report_carry_their_inputs(tmp_path: Path) -> N
 
 def test_the_optimize_writers_still_use_the_names_the_report_gives() -> None:
     """The names not built from RunPaths are spelled where optimize writes them."""
-    steps = (OPTIMIZE / "steps.py").read_text()
-    assert f'/ "{LATENCY_FILE}"' in steps and f'/ "{QUALITY_FILE}"' in steps
+    screen = (OPTIMIZE / "stages" / "screen.py").read_text()
+    assert f'/ "{LATENCY_FILE}"' in screen and f'/ "{QUALITY_FILE}"' in screen
+    assert f'/ "{LATENCY_FILE}"' in (OPTIMIZE / "stages" / "survivors.py").read_text()
     folder, name = CONFIRMATION.split("/")
-    assert f'"{folder}" / "{name}"' in (OPTIMIZE / "confirm_stage.py").read_text()
+    assert f'"{folder}" / "{name}"' in (OPTIMIZE / "stages" / "served.py").read_text()

@@ -17,9 +17,9 @@ from infertune.measure.curve import CurvePoint, ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.measure.tail_interval import TailInterval
 from infertune.optimize.record import RunRecord
-from infertune.optimize.serving import Validation
+from infertune.optimize.served.policy_sweep import SimStats, SweepGrid, sweep, validation_key
+from infertune.optimize.served.traffic import Validation
 from infertune.optimize.state import RunPaths
-from infertune.optimize.sweep import SimStats, SweepGrid, sweep, validation_key
 from infertune.report.provenance import assert_all_figures_have_provenance, provenance_problems
 from infertune.report.render_html import render_html
 from infertune.report.render_md import render_markdown

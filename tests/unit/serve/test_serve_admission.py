@@ -17,7 +17,7 @@ from infertune.config import (
     client_deadline_ms,
     client_deadline_reason,
 )
-from infertune.optimize.policy import serve_deadline_ms
+from infertune.optimize.stages.sweep import serve_deadline_ms
 from infertune.serve.batcher import FLOOR_WINDOW, Batcher
 from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem

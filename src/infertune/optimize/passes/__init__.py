@@ -47,7 +47,7 @@ from infertune.optimize.passes.registry import (
     create_pass,
     register,
 )
-from infertune.optimize.variant import Variant, VariantResult, agreement, predict_rows
+from infertune.optimize.passes.variant_files import Variant, VariantResult, agreement, predict_rows
 
 _NOT_PASSES = ("base", "facts", "registry")
 
@@ -146,7 +146,7 @@ def _run_one(pass_: Pass, facts: PassFacts, built: dict[str, Variant],
 def check_variant(variant: Variant, ctx: PassContext) -> Variant:
     """Load the folder as a user would, run the sample inputs, require the baseline's output
     shape, and record the agreement in the manifest."""
-    from infertune.optimize.variant import write_manifest
+    from infertune.optimize.passes.variant_files import write_manifest
 
     started = time.perf_counter()
     adapter = variant.load()

@@ -22,7 +22,7 @@ from infertune.models.variant import Agreement, Int8SchemeSettings, PassRecord
 from infertune.optimize.passes._text import TOKENIZER_DIR
 from infertune.optimize.passes.base import PassContext, PassSettings, built
 from infertune.optimize.passes.facts import Requires
-from infertune.optimize.variant import (
+from infertune.optimize.passes.variant_files import (
     Variant,
     agreement,
     finalize,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from infertune.models.variant import PassRecord, TorchRecipe
 from infertune.optimize.passes._text import hf_reason, require_hf, save_tokenizer, text_manifest
 from infertune.optimize.passes.base import PassContext, PassSettings, built
-from infertune.optimize.variant import Variant, finalize, fresh_dir
+from infertune.optimize.passes.variant_files import Variant, finalize, fresh_dir
 
 HF_DIR = "hf"
 

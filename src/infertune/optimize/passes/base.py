@@ -24,7 +24,7 @@ from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
 from infertune.models.base import Adapter
 from infertune.models.variant import Agreement
-from infertune.optimize.variant import Variant, predict_rows
+from infertune.optimize.passes.variant_files import Variant, predict_rows
 from infertune.serial import Serial
 
 

@@ -33,7 +33,7 @@ from infertune.optimize.passes._text import hf_reason, require_hf, save_tokenize
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.facts import ExportCost, InPlan, PassFacts, Requires
 from infertune.optimize.passes.registry import register
-from infertune.optimize.variant import Variant, finalize, fresh_dir
+from infertune.optimize.passes.variant_files import Variant, finalize, fresh_dir
 
 OPSET = 17
 

@@ -28,7 +28,12 @@ from infertune.models.variant import Manifest, PassRecord, ThreadSettings
 from infertune.optimize.passes._text import TOKENIZER_DIR
 from infertune.optimize.passes.base import PassContext
 from infertune.optimize.passes.facts import QUANT_RATIO, CostFacts
-from infertune.optimize.variant import Variant, fresh_dir, library_versions, link_or_copy
+from infertune.optimize.passes.variant_files import (
+    Variant,
+    fresh_dir,
+    library_versions,
+    link_or_copy,
+)
 from infertune.serial import Serial
 
 XML_FILE = "model.xml"

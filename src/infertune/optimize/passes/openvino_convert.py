@@ -35,7 +35,7 @@ from infertune.optimize.passes.openvino_common import (
     serve_threads,
 )
 from infertune.optimize.passes.registry import register
-from infertune.optimize.variant import Variant, finalize
+from infertune.optimize.passes.variant_files import Variant, finalize
 
 Precision = Literal["fp32", "bf16"]
 HINTS: dict[Precision, Literal["f32", "bf16"]] = {"fp32": "f32", "bf16": "bf16"}

@@ -40,7 +40,7 @@ from infertune.optimize.passes.openvino_common import (
     read_back,
 )
 from infertune.optimize.passes.registry import register
-from infertune.optimize.variant import Variant, agreement, finalize, predict_rows
+from infertune.optimize.passes.variant_files import Variant, agreement, finalize, predict_rows
 from infertune.serial import Serial
 
 GATE_SLACK = 0.1  # share of the f32 IR's room above the floor that accuracy control keeps

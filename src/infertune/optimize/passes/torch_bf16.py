@@ -22,7 +22,7 @@ from infertune.optimize.passes.facts import (
     Requires,
 )
 from infertune.optimize.passes.registry import register
-from infertune.optimize.variant import Variant
+from infertune.optimize.passes.variant_files import Variant
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
