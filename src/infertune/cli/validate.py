@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,50 +32,82 @@ HELP = "\n\n".join([
 ])
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("validate", help=HELP)
-    def validate(
-        model: Annotated[str, typer.Argument(help="The baseline: a model reference or 'minilm'.")],
-        variant: Annotated[str, typer.Argument(help="The variant to check (see above).")],
-        data: Annotated[Path | None, typer.Option(
-            "--data", help="Held-out data (.jsonl/.csv/.npz); minilm defaults to its bundled set."
-        )] = None,
-        floor: Annotated[str | None, typer.Option(
-            "--floor", help="The quality floor, e.g. 'cosine>=0.99'; default: the --scenario's."
-        )] = None,
-        scenario: Annotated[Path | None, typer.Option(
-            "--scenario", help="Scenario YAML whose constraints.quality_floor to use.")] = None,
-        json_out: Annotated[Path | None, typer.Option(
-            "--json", help="Write the result (quality.json format) here.")] = None,
-        task: Annotated[str | None, typer.Option(
-            "--task", help="classification|regression|embedding|reranking|other; "
-            "default: the model's.")] = None,
-        metric: Annotated[list[str] | None, typer.Option(
-            "--metric", help="Report this metric too (repeatable); default: the task's set."
-        )] = None,
-        batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
-        input_column: Annotated[str, typer.Option("--input-column")] = "input",
-        label_column: Annotated[str, typer.Option("--label-column")] = "label",
-        resamples: Annotated[int, typer.Option("--resamples", min=100,
-                                               help="Bootstrap resamples.")] = 1000,
-        seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
-    ) -> None:
-        from infertune.quality.validate import preflight
+Model = Annotated[str, typer.Argument(help="The baseline: a model reference or 'minilm'.")]
+Variant = Annotated[str, typer.Argument(help="The variant to check (see above).")]
+Data = Annotated[Path | None, typer.Option(
+    "--data", help="Held-out data (.jsonl/.csv/.npz); minilm defaults to its bundled set.")]
+Floor = Annotated[str | None, typer.Option(
+    "--floor", help="The quality floor, e.g. 'cosine>=0.99'; default: the --scenario's.")]
+ScenarioFile = Annotated[Path | None, typer.Option(
+    "--scenario", help="Scenario YAML whose constraints.quality_floor to use.")]
+JsonOut = Annotated[Path | None, typer.Option(
+    "--json", help="Write the result (quality.json format) here.")]
+Task = Annotated[str | None, typer.Option(
+    "--task", help="classification|regression|embedding|reranking|other; default: the "
+    "model's.")]
+Metric = Annotated[list[str] | None, typer.Option(
+    "--metric", help="Report this metric too (repeatable); default: the task's set.")]
+BatchSize = Annotated[int, typer.Option("--batch-size", min=1)]
+InputColumn = Annotated[str, typer.Option("--input-column")]
+LabelColumn = Annotated[str, typer.Option("--label-column")]
+Resamples = Annotated[int, typer.Option("--resamples", min=100, help="Bootstrap resamples.")]
+Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 
-        chosen = _floor(floor, scenario)
-        held = _data(model, data, input_column, label_column)
-        preflight(chosen, held.labels is not None, metric, task, held.source)
-        baseline, candidate = _load_pair(model, variant, task)
-        result = _run(baseline, candidate, held, chosen, metric, batch_size, task, resamples,
-                      seed)
-        if json_out is not None:
-            result.save(json_out)
-        _print(result, json_out)
-        check = result.floor_check
-        if result.verdict == "fail":
-            raise QualityFloorError(f"quality floor not met: {check.explanation}")
-        if result.verdict == "inconclusive":
-            raise QualityFloorError(f"quality floor inconclusive: {check.explanation}")
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """``infertune validate MODEL VARIANT``: the held-out data, the floor (``floor`` text, or
+    the ``scenario``'s), the metrics and the bootstrap."""
+
+    model: str
+    variant: str
+    data: Path | None = None
+    floor: str | None = None
+    scenario: Path | None = None
+    json_out: Path | None = None
+    task: str | None = None
+    metrics: tuple[str, ...] = ()
+    batch_size: int = 32
+    input_column: str = "input"
+    label_column: str = "label"
+    resamples: int = 1000
+    seed: int = 0
+
+
+def validate(model: Model, variant: Variant, data: Data = None, floor: Floor = None,
+             scenario: ScenarioFile = None, json_out: JsonOut = None, task: Task = None,
+             metric: Metric = None, batch_size: BatchSize = 32,
+             input_column: InputColumn = "input", label_column: LabelColumn = "label",
+             resamples: Resamples = 1000, seed: Seed = 0) -> None:
+    run(ValidateOptions(model, variant, data, floor, scenario, json_out, task,
+                        tuple(metric or ()), batch_size, input_column, label_column,
+                        resamples, seed))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate", help=HELP)(validate)
+
+
+def run(o: ValidateOptions) -> None:
+    """Run both models on the held-out data and judge the floor; exit 1 (QualityFloorError)
+    when it is not met or the evidence is inconclusive."""
+    from infertune.quality.validate import preflight
+
+    chosen = _floor(o.floor, o.scenario)
+    held = _data(o.model, o.data, o.input_column, o.label_column)
+    metrics = list(o.metrics) or None
+    preflight(chosen, held.labels is not None, metrics, o.task, held.source)
+    baseline, candidate = _load_pair(o.model, o.variant, o.task)
+    result = _run(baseline, candidate, held, chosen, metrics, o.batch_size, o.task,
+                  o.resamples, o.seed)
+    if o.json_out is not None:
+        result.save(o.json_out)
+    _print(result, o.json_out)
+    check = result.floor_check
+    if result.verdict == "fail":
+        raise QualityFloorError(f"quality floor not met: {check.explanation}")
+    if result.verdict == "inconclusive":
+        raise QualityFloorError(f"quality floor inconclusive: {check.explanation}")
 
 
 def _floor(text: str | None, scenario: Path | None) -> Any:
