@@ -13,11 +13,12 @@ from infertune.config import Scenario, ServerTuning
 from infertune.errors import ConfigError
 
 if TYPE_CHECKING:
-    from infertune.loadgen.openai import TokenCounter
+    from infertune.loadgen.openai import Api, TokenCounter
     from infertune.loadgen.streaming_result import TokenSLO
-    from infertune.loadgen.workloads import LengthDist
-    from infertune.optimize.server_tune.report import ServerTuneReport
-    from infertune.optimize.server_tune.run import TuneOptions
+    from infertune.loadgen.workloads import LengthDist, WorkloadSpec
+    from infertune.optimize.server_tune.command import ServerCommand
+    from infertune.optimize.server_tune.tune_report import ServerTuneReport
+    from infertune.optimize.server_tune.tuner import TuneOptions
 
 
 @dataclass(frozen=True)
@@ -100,43 +101,16 @@ def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> Tun
     assert args.ready_timeout_s is not None
     from infertune.cli.loadtest_stream import _token_counter
     from infertune.durations import parse_duration
-    from infertune.loadgen.openai import APIS
-    from infertune.loadgen.workloads import WorkloadSpec
-    from infertune.optimize.server_tune.command import ServerCommand, parse_search
-    from infertune.optimize.server_tune.run import TuneOptions
+    from infertune.optimize.server_tune.tuner import TuneOptions
 
-    if not args.search:
-        raise ConfigError("--server-cmd needs --search KNOB=V1,V2,... (e.g. "
-                          "--search max_num_seqs=1,4,16) naming its {knob} placeholders")
-    command = ServerCommand(args.server_cmd, parse_search(args.search),
-                            knob_check=args.knob_check)
-    if args.api not in APIS:
-        raise ConfigError(f"--api {args.api!r}: server tuning streams tokens; use "
-                          f"{' or '.join(APIS)}")
-    if args.sweep_steps < 1 or args.warmup_requests < 0:
-        raise ConfigError("--sweep-steps must be >= 1 and --warmup-requests >= 0")
-    if args.confirm_sessions not in (0, *range(2, 101)) or args.confirm_requests < 1:
-        raise ConfigError(f"--confirm-sessions {args.confirm_sessions} / --confirm-requests "
-                          f"{args.confirm_requests}: pass 0 starts (no confirmation) or 2 or "
-                          "more (an interval across starts needs two), and >= 1 request each")
-    typical = scenario.inputs.typical if scenario is not None else None
+    command = _server_command(args)
+    api = _checked_api(args)
     counter = _token_counter(args.tokenizer) if args.tokenizer is not None else None
     lengths, label = _lengths(args, counter)
-    workload = WorkloadSpec(
-        prompt_tokens=args.prompt_tokens or (typical.prompt_tokens if typical and
-                                             typical.prompt_tokens else 128),
-        output_tokens=args.output_tokens or (typical.output_tokens if typical and
-                                             typical.output_tokens else 64),
-        count=args.prompt_count, prefix_tokens=args.prefix_tokens,
-        prefix_share=args.prefix_share, turns=args.turns, lengths=lengths,
-        seed=args.seed)
-    traffic = scenario.traffic.mean_rps if scenario is not None else None
-    start = args.rate if args.rate is not None else (traffic or 1.0)
-    if not start > 0:
-        raise ConfigError(f"--rate must be > 0, got {start}")
+    workload = _workload(args, scenario, lengths)
+    start = _start_rate(args, scenario)
     return TuneOptions(
-        command=command, slos=slos_of(args, scenario), workload=workload, out=out,
-        api=args.api,
+        command=command, slos=slos_of(args, scenario), workload=workload, out=out, api=api,
         start_rate=start, max_steps=args.sweep_steps,
         probe_s=parse_duration(args.probe_duration, "--probe-duration"),
         warmup_requests=args.warmup_requests, shape=args.shape, ready_path=args.ready_path,
@@ -146,11 +120,63 @@ def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> Tun
         confirm_requests=args.confirm_requests)
 
 
+def _server_command(args: ServerArgs) -> ServerCommand:
+    from infertune.optimize.server_tune.command import ServerCommand, parse_search
+
+    if not args.search:
+        raise ConfigError("--server-cmd needs --search KNOB=V1,V2,... (e.g. "
+                          "--search max_num_seqs=1,4,16) naming its {knob} placeholders")
+    assert args.server_cmd is not None
+    return ServerCommand(args.server_cmd, parse_search(args.search),
+                         knob_check=args.knob_check)
+
+
+def _checked_api(args: ServerArgs) -> Api:
+    """The streaming API, once the sweep's and the confirmation's limits are checked."""
+    from infertune.loadgen.openai import APIS
+
+    api = next((a for a in APIS if a == args.api), None)
+    if api is None:
+        raise ConfigError(f"--api {args.api!r}: server tuning streams tokens; use "
+                          f"{' or '.join(APIS)}")
+    if args.sweep_steps < 1 or args.warmup_requests < 0:
+        raise ConfigError("--sweep-steps must be >= 1 and --warmup-requests >= 0")
+    if args.confirm_sessions not in (0, *range(2, 101)) or args.confirm_requests < 1:
+        raise ConfigError(f"--confirm-sessions {args.confirm_sessions} / --confirm-requests "
+                          f"{args.confirm_requests}: pass 0 starts (no confirmation) or 2 or "
+                          "more (an interval across starts needs two), and >= 1 request each")
+    return api
+
+
+def _workload(args: ServerArgs, scenario: Scenario | None,
+              lengths: LengthDist | None) -> WorkloadSpec:
+    """The prompt mix; lengths left out come from the scenario's typical input."""
+    from infertune.loadgen.workloads import WorkloadSpec
+
+    typical = scenario.inputs.typical if scenario is not None else None
+    return WorkloadSpec(
+        prompt_tokens=args.prompt_tokens or (typical.prompt_tokens if typical and
+                                             typical.prompt_tokens else 128),
+        output_tokens=args.output_tokens or (typical.output_tokens if typical and
+                                             typical.output_tokens else 64),
+        count=args.prompt_count, prefix_tokens=args.prefix_tokens,
+        prefix_share=args.prefix_share, turns=args.turns, lengths=lengths,
+        seed=args.seed)
+
+
+def _start_rate(args: ServerArgs, scenario: Scenario | None) -> float:
+    traffic = scenario.traffic.mean_rps if scenario is not None else None
+    start = args.rate if args.rate is not None else (traffic or 1.0)
+    if not start > 0:
+        raise ConfigError(f"--rate must be > 0, got {start}")
+    return start
+
+
 def run(args: ServerArgs, scenario: Scenario | None, out: Path, as_json: bool) -> None:
     import typer
     from rich.console import Console
 
-    from infertune.optimize.server_tune.run import tune
+    from infertune.optimize.server_tune.tuner import tune
 
     options = build_options(args, scenario, out)
     console = Console(stderr=True)
