@@ -21,6 +21,7 @@ from typing import Any
 
 from infertune.errors import NotApplicableError
 from infertune.models.base import Adapter, ModelInputs
+from infertune.models.runners import OrtRunner
 from infertune.serial import Serial
 
 
@@ -61,6 +62,7 @@ def profile_ops(adapter: Adapter, feeds: ModelInputs, *, calls: int = 5,
 
 def torch_hotspots(forward: Callable[[ModelInputs], Any], feeds: ModelInputs, *, calls: int,
                    top: int) -> Hotspots:
+    # torch and onnxruntime are the torch and onnx extras: each imported on use
     from torch.profiler import ProfilerActivity, profile
 
     forward(feeds)  # warm: the first call's one-off allocations are not the model's hotspots
@@ -108,8 +110,6 @@ def _without_usdt_lines() -> Iterator[None]:
 def ort_hotspots(runner: Any, feeds: ModelInputs, *, calls: int, top: int) -> Hotspots:
     """Profile on a fresh session from the runner's model file, with the same inputs."""
     import onnxruntime as ort
-
-    from infertune.models.runners import OrtRunner
 
     session = runner.session
     # InferenceSession keeps the file it was built from only in this attribute (no public API)

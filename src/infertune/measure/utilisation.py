@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
+import pynvml
 
 from infertune.serial import Serial
 
@@ -52,7 +53,7 @@ def psutil_sampler(process: psutil.Process | None = None) -> SampleFn:
     def sample() -> Sample:
         times = psutil.cpu_times_percent(None)
         util, mem = _gpu_reading(gpu) if gpu is not None else (None, None)
-        own = (process_gpu_reading(_pynvml(), gpu, proc.pid, seen) if gpu is not None
+        own = (process_gpu_reading(pynvml, gpu, proc.pid, seen) if gpu is not None
                else (None, None))
         return Sample(process_cpu=min(proc.cpu_percent(None), ceiling),
                       system_cpu=psutil.cpu_percent(None),
@@ -65,31 +66,21 @@ def psutil_sampler(process: psutil.Process | None = None) -> SampleFn:
 
 def _nvml_handle() -> Any:
     try:
-        import pynvml
-
         pynvml.nvmlInit()
         if pynvml.nvmlDeviceGetCount() == 0:
             return None
         return pynvml.nvmlDeviceGetHandleByIndex(0)
-    except Exception:  # no driver / no GPU: pynvml raises NVMLError subclasses or ImportError
+    except Exception:  # no driver / no GPU: pynvml raises NVMLError subclasses
         return None
 
 
 def _gpu_reading(handle: Any) -> tuple[float | None, float | None]:
-    import pynvml
-
     try:
         util = pynvml.nvmlDeviceGetUtilizationRates(handle)
         mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
         return float(util.gpu), float(mem.used) / 2**20
     except pynvml.NVMLError:
         return None, None
-
-
-def _pynvml() -> Any:
-    import pynvml
-
-    return pynvml
 
 
 def process_gpu_reading(nvml: Any, handle: Any, pid: int, seen: dict[str, int]
