@@ -14,10 +14,13 @@ result; each calls the functions its command calls (nothing here measures or dec
 the command would not), and raises the command's errors (``infertune.errors``: a
 ``ConfigError`` or ``ModelLoadError`` states the rule and the fix) instead of exiting.
 
-It lives here, in ``cli/``, because it is the commands' other front end: it shares their
-rules (the budget's minimum, the held-out data default, the serve policy's layers) by calling
-the same helpers, and sits with them at the top of the layer order; the package exposes it as
-``infertune.api``.
+It lives here, in ``cli/``, because it is the layer the commands stand on: ``infertune
+optimize``, ``advise``, ``serve`` and ``loadtest`` parse their flags into these options and call
+these functions (or the steps they are made of: ``prepare_serve``/``build_server``,
+``load_target``), so the rules (the budget's minimum, the held-out data default, the run
+folder's claim; the serve policy's layers in cli/serving.py) live once, here, and the commands
+add only their progress displays and printing. Nothing here imports a command module; the
+package exposes it as ``infertune.api``.
 
 Why the verbs live in ``infertune.api`` and not on the package: ``infertune.optimize`` and
 ``infertune.serve`` are the stage packages of the pipeline (one folder per stage). A function

@@ -14,7 +14,7 @@ at 550 req/s 42.8 and 79.6 ms against 72.2 ms and a failed step (114 ms, 4.3% sh
 The rule: a variant whose manifest fixes its intra-op threads keeps them (the threads pass
 built it for that, and the search measured it with each worker count); otherwise the policy's
 ``model_threads``; otherwise cores // workers. export/deploy_plan.py states the same number for
-Triton and Kubernetes, and serve's torch workers use it too (cli/serve.py).
+Triton and Kubernetes, and serve's torch workers use it too (cli/serving.py).
 """
 
 from __future__ import annotations
