@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from infertune.artifacts import ExtrasFile
 from infertune.errors import IncompatibleInputError
-from infertune.jsonfile import write_json
 from infertune.measure.compare import run_interleaved
 from infertune.measure.stages import time_requests
 from infertune.models import load
@@ -62,8 +62,8 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
             out.append(cascade.to_dict())
         except CascadeNotApplicable as exc:
             state.notes.append(f"cascade {cid} -> baseline: not applicable: {exc}")
-    write_json(state.paths.extras, {"candidates": [c.to_dict() for c in state.candidate_models],
-                                    "cascades": out})
+    ExtrasFile(candidates=[c.to_dict() for c in state.candidate_models],
+               cascades=out).save(state.paths.extras)
 
 
 def _labels(state: RunState) -> Any:

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from infertune.artifacts import ServingFile
 from infertune.config import ServePolicy, client_deadline_ms, client_deadline_reason
 from infertune.data.text_inputs import is_text_input
-from infertune.jsonfile import write_json
 from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
 from infertune.models.base import Adapter
 from infertune.optimize.record import RunRecord
@@ -114,12 +114,13 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
     cores = state.hardware.effective_cores if state.hardware is not None else 1
     cost = state.options.scenario.deployment.cost_per_hour_usd
     state.right_sizing = right_size(peak, best.result.best.goodput_rps, cores, cost)
-    write_json(state.paths.serving, {
-        "variant_id": best.result.variant_id, "sweep": best.result.to_dict(),
-        "finalists": [s.result.to_dict() for s in swept], "curve": best.curve.to_dict(),
-        "contention": best.contention.to_dict(), "overhead_ms": best.overhead_ms,
-        "validations": {k: v.to_dict() for k, v in state.validations.items()},
-        "right_sizing": state.right_sizing.to_dict() if state.right_sizing else None})
+    ServingFile(
+        variant_id=best.result.variant_id, sweep=best.result.to_dict(),
+        finalists=[s.result.to_dict() for s in swept], curve=best.curve,
+        contention=best.contention.to_dict(), overhead_ms=best.overhead_ms,
+        validations={k: v.to_dict() for k, v in state.validations.items()},
+        right_sizing=state.right_sizing.to_dict() if state.right_sizing else None,
+    ).save(state.paths.serving)
 
 
 @dataclass
