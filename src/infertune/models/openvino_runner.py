@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from infertune.hardware import cgroup_cpu_quota, effective_cores
 from infertune.models.base import ModelInputs, Runtime
 
 PrecisionHint = Literal["f32", "bf16"]
@@ -63,8 +64,6 @@ def default_cache_dir() -> Path:
 def usable_cores() -> int:
     """Cores worth one thread each for this process (the cgroup quota counted): OpenVINO's
     own default is every core it sees, which oversubscribes a container's quota."""
-    from infertune.hardware import cgroup_cpu_quota, effective_cores
-
     logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
         (os.cpu_count() or 1)
     cgroups = Path("/proc/self/cgroup")

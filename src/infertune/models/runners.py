@@ -128,7 +128,7 @@ def ort_session(path: str, intra_op_threads: int = 0, inter_op_threads: int = 0,
     ``disabled_optimizers`` names onnxruntime graph transformers to skip at load (an
     InferenceSession keyword onnxruntime keeps undocumented but supports). ``providers``:
     names or (name, options) pairs, in priority order (models/gpu.py builds the GPU ones)."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # the onnx extra: imported when a session opens
 
     levels = {
         "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
