@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infertune.hardware import HardwareInfo
+from infertune.models.variant import Manifest
 from infertune.optimize.passes import REGISTRY, build_variants
 from infertune.optimize.passes._onnx import int8_schemes
 from infertune.optimize.passes._tensor import onnx_file
@@ -231,18 +232,20 @@ def _sources(reg: Registry) -> Callable[[str], list[str]]:
 
 
 def _built(result: VariantResult, baseline_pass: str = BASELINE_PASS) -> BuiltVariant:
-    manifest = result.manifest.to_dict() if result.manifest is not None else {}
-    variant_id = manifest.get("id") or result.pass_name
-    title = _title(manifest) if manifest else result.pass_name
+    manifest = result.manifest
+    if manifest is None:
+        variant_id, title, data = result.pass_name, result.pass_name, {}
+    else:
+        variant_id, title, data = (manifest.id or result.pass_name, _title(manifest),
+                                   manifest.to_dict())
     return BuiltVariant(variant_id=variant_id,
                         path=Path(result.path) if result.path else None, title=title,
                         skipped=None if result.built else (result.reason or "skipped"),
-                        is_baseline=result.pass_name == baseline_pass, manifest=manifest,
+                        is_baseline=result.pass_name == baseline_pass, manifest=data,
                         build_s=result.seconds)
 
 
-def _title(manifest: dict[str, Any]) -> str:
-    name = str(manifest.get("runtime", ""))
-    runtime = RUNTIME_TITLES.get(name, name)
-    passes = ", ".join(p["name"] for p in manifest.get("passes", [])) or "no passes"
-    return f"{runtime} {manifest.get('precision', '')} ({passes})"
+def _title(manifest: Manifest) -> str:
+    runtime = RUNTIME_TITLES.get(manifest.runtime, manifest.runtime)
+    passes = ", ".join(p.name for p in manifest.passes) or "no passes"
+    return f"{runtime} {manifest.precision} ({passes})"
