@@ -14,7 +14,7 @@
    demo's 4 s window at 20 req/s sent 15.75 req/s);
 3. prints, side by side, the goodput it measures at each rate and the goodput in
    report.json's "At the SLO" section, with their ratio and a verdict (the issue asks for
-   +-20%). Both sides use one definition (optimize/confirm_served.py: pooled, goodput_at):
+   +-20%). Both sides use one definition (optimize/served/confirm.py: pooled, goodput_at):
    the achieved rate times the share answered 2xx when every SLO percentile held and at most
    1% were not answered 2xx, else 0; the same SLO percentiles and the same rates. When the
    SLO is missed on both sides there is no goodput to compare: the verdict says "not
@@ -99,7 +99,7 @@ def drive(port: int, scenario: Scenario, rate: float, segment_s: float, repeats:
           inputs: list[Any], seed: int) -> tuple[Validation, float]:
     """``repeats`` open-loop segments of one seeded schedule at ``rate`` with the scenario's
     traffic shape, each with the next bodies of the seeded order (no text sent twice); their
-    pooled figures and goodput, by the rule the report's figures use (confirm_served.pooled /
+    pooled figures and goodput, by the rule the report's figures use (confirm.pooled /
     goodput_at). With the confirmation's seed and segment length, the first segments send
     what optimize's confirmation sent, so the realised rate (a short bursty window's count
     scatters around the nominal rate) is the report's own."""
@@ -172,7 +172,7 @@ def closed_loop(run: Path, seconds: float) -> str:
               "share answered when every SLO percentile held and <= 1% shed, else 0",
               flush=True)
         for label, rate in (("mean", mean), ("peak", peak)):
-            # since session 9 each rate's segment is sized on its own (optimize/sizing.py)
+            # since session 9 each rate's segment is sized on its own (optimize/served/confirm_sizing.py)
             seg_s = (confirmation.get("seconds_at") or {}).get(label, segment_s)
             val, got = drive(port, scenario, rate, seg_s, repeats, inputs, seed=seed)
             point = report_point(report, label)

@@ -37,7 +37,7 @@ from infertune.report.provenance import assert_all_figures_have_provenance
 pytestmark = pytest.mark.slow
 
 # the smallest budget that takes the demo's whole path: the profile measures the cold start
-# only with more than 240 s left (optimize/steps.py), so a 270 s run reaches it after setup
+# only with more than 240 s left (optimize/stages/profile.py), so a 270 s run reaches it after setup
 BUDGET = "270s"
 INFERTUNE = str(Path(sys.executable).parent / "infertune")
 

@@ -13,7 +13,7 @@ The manifest is the whole recipe for running the variant without the run that ma
 
 ``read_manifest`` verifies the SHA-256 of every listed file and of the manifest itself, so a
 hand-edited or corrupt variant is refused with ModelLoadError. This module only reads variants
-(models/ sits above optimize/); optimize/variant.py writes them. torch, transformers and
+(models/ sits above optimize/); optimize/passes/variant_files.py writes them. torch, transformers and
 torchao are imported only when a torch variant loads: serving an onnxruntime variant must not
 pay seconds of import and hundreds of MB for them.
 """

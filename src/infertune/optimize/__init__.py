@@ -1,9 +1,15 @@
-"""Optimize: passes that turn the baseline into self-contained, checked variants.
+"""Optimize: passes that turn the baseline into self-contained, checked variants, and the run
+that searches them.
 
     from infertune.optimize import PassContext, build_variants
     results = build_variants(baseline, PassContext(baseline, hardware, out_dir, calibration))
 
-The search and ranking over these variants live beside this package (search.py)."""
+Where things are: run.py runs the stages in order (stages/, one module per stage; its
+__init__ lists them) over the typed RunState and RunPaths (state.py) and saves the RunRecord
+(record.py); search/ chooses what to try and what wins within the time budget; served/ measures
+serving (traffic, the policy sweep, the confirmation as served); passes/ builds the variants
+(passes/variant_files.py writes their folders); server_tune/ tunes an LLM server's flags;
+quickcheck.py is ``advise --measure``; knowledge/ holds the run's knowledge entries."""
 
 from infertune.optimize.passes import (
     REGISTRY,

@@ -11,7 +11,7 @@
       report.json            schema infertune.report/v1 (+ "serving": {"policy": ...})
       report.md, report.html, plots/
 
-This module is the ground floor of the pipeline: the stages (steps.py, policy.py), the order
+This module is the ground floor of the pipeline: the stages (stages/), the order
 (run.py) and the report builder (report/run_report.py) import it; it imports none of them.
 """
 

@@ -1,5 +1,5 @@
 """The ranking advise and optimize share (impact per effort within a risk budget). It lives in
-optimize/ranking.py, where the search chooses a variant with it; report/ imports it from there
+optimize/search/ranking.py, where the search chooses a variant with it; report/ imports it from there
 because optimize/ is the earlier layer."""
 
 from infertune.optimize.search.ranking import (

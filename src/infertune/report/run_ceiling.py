@@ -3,7 +3,7 @@
 A cost per 1,000 requests on one instance is its cost per hour over the requests it serves
 within the SLO (DESIGN.md: at goodput), so the ceiling is a goodput floor: cost per hour /
 (3.6 x ceiling). The sweep already ranks policies over the ceiling after those that fit it
-(optimize/ranking.py, ceiling_first); when the recommended configuration is still over it,
+(optimize/served/ceiling.py, ceiling_first); when the recommended configuration is still over it,
 nothing measured fits, and these lines say what would: the goodput needed against the one
 measured, a swept policy whose simulated goodput fits (an estimate), or the cost per hour of a
 machine at which the measured goodput would fit.

@@ -107,7 +107,7 @@ def load_series(run: RunRecord) -> list[Series]:
 
 def _complete_search(run: RunRecord) -> list[str]:
     """What a complete search of this model would take here: the seconds the stages took
-    (measured) plus each left-out step's need, estimated by optimize/costs.py from the export
+    (measured) plus each left-out step's need, estimated by optimize/search/costs.py from the export
     and call times the run measured (older runs: the steps' stated minimums)."""
     missing = [s.need_s for s in run.skipped if s.need_s]
     if not missing:

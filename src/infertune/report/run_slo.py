@@ -1,7 +1,7 @@
 """The run report's answer to "does the recommended configuration meet the SLO here?", from the
 load tests at the scenario's mean and peak rates, with the queueing simulator's prediction for
 the same rate beside each measurement. The measured figures are the confirmation as served
-(optimize/confirm_served.py: the configuration in its own `infertune serve` process, over HTTP,
+(optimize/served/confirm.py: the configuration in its own `infertune serve` process, over HTTP,
 ABBA against the other finalist) when it ran, else the in-process pre-screen, labelled as such.
 When the SLO is not met, it says plainly what would, measured where it can be: the percentile
 actually reached, how many instances the peak needs from the measured per-instance goodput,

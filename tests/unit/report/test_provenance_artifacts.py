@@ -173,8 +173,8 @@ def full_run(root: Path) -> RunRecord:
 
 
 def save_as_optimize_does(run: RunRecord, root: Path) -> None:
-    """The files the stages write, at the paths they write them (optimize/steps.py,
-    policy.py, record.py; RunPaths): only their names matter here."""
+    """The files the stages write, at the paths they write them (optimize/stages/,
+    record.py; RunPaths): only their names matter here."""
     paths = RunPaths(root)
     profile, run.profile = run.profile, None  # a stand-in: no to_dict
     run.save(paths)

@@ -19,7 +19,7 @@ their sources, cost model, default plans)::
     class OpenVinoPass:   # the Pass protocol (base.py): name, source, fallback_source,
         ...               # applies(ctx), apply(source, ctx), settings()
 
-The builder's plans, the build order's priors (ordering.py), the cost estimates (costs.py),
+The builder's plans, the build order's priors (search/ordering.py), the cost estimates (search/costs.py),
 the report's measured options and ``infertune doctor`` then see it with no other edit.
 
 Sources: torch passes and ``ort_fp32`` start from the baseline; the other onnxruntime passes

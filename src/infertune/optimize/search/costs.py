@@ -17,14 +17,14 @@ from infertune.optimize.passes.facts import EXPORT_S_PER_MPARAM, CostFacts
 from infertune.optimize.passes.registry import PassFactory, as_registry
 from infertune.serial import Serial
 
-# Time-boxed stages: their own caps in steps.py/policy.py (confirm: 40 s per survivor, 3
+# Time-boxed stages: their own caps in stages/ (confirm: 40 s per survivor, 3
 # survivors; input options: 2 x 12 s) and, for the serving sweep, what `make demo` took here
 # (70 s on minilm); the profile: its three rounds of 200 batch-1 requests, at least 20 s.
 CONFIRM_S = 3 * 40.0
 INPUTS_S = 24.0
 SERVING_S = 70.0
 PROFILE_CALLS = 600
-QUICK_TIMING_S = 6.0  # screening's batch-1 timing cap per variant (steps._quick_s)
+QUICK_TIMING_S = 6.0  # screening's batch-1 timing cap per variant (stages/profile.py, quick_s)
 # --budget auto stays within these: the smallest budget that measures anything (the CLI's
 # floor) and an hour, beyond which a run should be planned, not sized automatically.
 AUTO_MIN_S = 45.0
@@ -41,7 +41,7 @@ def build_s(name: str, f: CostFacts, registry: Passes = None) -> float:
 
 def screen_s(name: str, f: CostFacts) -> float:
     """Estimated seconds to screen a built variant: the quality run plus the quick timing at
-    batch 1 and at the batch sizes serving forms (at most a quarter of that, steps.py), taking
+    batch 1 and at the batch sizes serving forms (at most a quarter of that, stages/profile.py), taking
     the variant as fast as the baseline (an upper bound for the faster ones)."""
     quick = min(QUICK_TIMING_S, max(2.0, 20 * f.call_ms / 1e3))
     return f.n_quality * f.item_ms / 1000.0 + quick + min(quick / 4, 1.0)

@@ -3,6 +3,7 @@ variant (measured impacts) and by the report builders for advise and optimize (r
 re-exports it there); the caller says how to read impact, effort and risk from its items, so
 nothing here knows about knowledge entries or variants. It sits in optimize/ because the
 search decides with it, and report/ (a later layer) may import optimize/, not the reverse.
+The cost ceiling's ordering is in served/ceiling.py.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def time_sequential(call: Callable[[Sequence[Any]], Any], requests: Sequence[Seq
                     warmup: int = 3, seed: int = 0,
                     clock: Callable[[], float] = time.perf_counter,
                     ) -> tuple[list[float], str | None]:
-    """Per-request latencies (ms) of ``call`` on ``requests`` in order, like search.time_alone,
+    """Per-request latencies (ms) of ``call`` on ``requests`` in order, like timing.time_alone,
     stopping early (with the reason) once ``clear_loser`` says so at one of the looks."""
     looks = sorted(rule.looks)
     reason: list[str] = []

@@ -1,6 +1,7 @@
 """Sizing to the model: ``--budget auto`` (a complete search's estimated need, from the
 parameters and the measured call and export times, costs.py) and the baseline profile's
-minimum counts fitted to the measured call time. Stages in steps.py call these."""
+minimum counts fitted to the measured call time. The stages (stages/setup.py, profile.py,
+build.py) and run.py call these."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ the definition report/run_slo.py prints and benchmarks/closed_loop.py checks.
 
 All finalists' servers start at once (start-up is mostly imports, each in its own process) and
 stay up; one is driven at a time while the other idles. Written under <run>/confirm/: each
-finalist's policy file (``--config``) and serve log; policy.py adds confirmation.json.
+finalist's policy file (``--config``) and serve log; stages/served.py adds confirmation.json.
 
 The winner's extension (``extend``, an ``ExtensionPlan``): the winner is chosen from the ABBA
 segments, and where its verdict at a rate is still "not shown" its server, still up, is driven
@@ -139,7 +139,7 @@ class Confirmation(Serial):
     winner: str | None = None  # arm key
     notes: list[str] = field(default_factory=list)
     seed: int | None = None  # of the schedules and the bodies' order, so a replay sends the same
-    # one segment's length per rate label (sized to the percentile and the traffic, sizing.py);
+    # one segment's length per rate label (sized to the percentile and the traffic, confirm_sizing.py);
     # a run before session 9 had one length, seconds_per_rate, for both
     seconds_at: dict[str, float] = field(default_factory=dict)
     # per rate label, the run that would decide the SLO verdict there
@@ -200,7 +200,7 @@ def pooled(segments: Sequence[Segment], rate: float, *, block_s: float = MIN_BLO
            seed: int = 0, confidence: float = CONFIDENCE) -> Validation:
     """One finalist's figures at one rate over all its segments (see the module docstring),
     each SLO percentile with its interval at ``confidence`` over time blocks of ``block_s``
-    (serving.burst_block_s of the schedule)."""
+    (traffic.burst_block_s of the schedule)."""
     records = [r for s in segments for r in s.records]
     sent = len(records)
     ok = np.sort(np.asarray([r.latency_ms for r in records if is_ok(r.status)],

@@ -4,12 +4,12 @@ says it would decide a verdict the ABBA segments left "not shown".
 
 The decisive run (``decisive_run``): enough answers that the SLO's tail percentile stands on
 TAIL_SAMPLES answers above it (a p99: 3,000 requests), over at least tail_interval.MIN_BLOCKS of
-the traffic's burst blocks (serving.burst_block_s).
+the traffic's burst blocks (traffic.burst_block_s).
 
 The ABBA segments (``segment_seconds``) split the decisive run over an arm's visits, all shrunk
 by one factor when the budget cannot pay for every finalist to get it.
 
-The extension (``project``, ``plan_extensions``; confirm_served.extend_winner drives it): after
+The extension (``project``, ``plan_extensions``; confirm.extend_winner drives it): after
 ABBA the winner's verdict at a rate is
 meets / misses / not shown (``point_verdict``, the rule report/run_slo.py prints). Where it is not
 shown, the interval's half-width on the side that faces the target shrinks as 1/sqrt(n), so the

@@ -120,7 +120,7 @@ class SweepResult(Serial):
     ranked: list[PolicyResult]  # best first (only the leading ones are kept)
     batching: list[BatchingEffect] = field(default_factory=list)
     # the scenario's cost per hour and ceiling: a policy over the ceiling ranks after every
-    # policy that fits it (optimize/ranking.py, ceiling_first)
+    # policy that fits it (ceiling.py, ceiling_first)
     cost_per_hour_usd: float | None = None
     cost_ceiling_usd_per_1k: float | None = None
 

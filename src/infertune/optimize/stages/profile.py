@@ -29,7 +29,7 @@ from infertune.quality import run_outputs
 
 NEED_PROFILE_S = 15.0
 NEED_REFERENCE_S = 5.0
-CALIBRATION = 128  # the held-out inputs INT8 passes calibrate and score on (builder.py)
+CALIBRATION = 128  # the held-out inputs INT8 passes calibrate and score on (search/builder.py)
 
 
 def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> None:
@@ -79,11 +79,11 @@ def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> No
     progress.tick("timing the baseline alone for screening")
     state.base_samples = time_alone(state.baseline.predict, state.requests,
                                     budget_s=quick_s(budget), min_n=20)
-    # and at the batch sizes serving forms, for the same reason (screening.py)
+    # and at the batch sizes serving forms, for the same reason (search/screening.py)
     progress.tick("timing the baseline at the batch sizes serving forms")
     state.base_curve = served_curve(state, state.baseline.predict, state.base_samples,
                                      batch_s(budget))
-    # the measured times every later step's cost is scaled from (costs.py)
+    # the measured times every later step's cost is scaled from (search/costs.py)
     state.cost_facts = CostFacts(call_ms=float(np.median(state.base_samples)), item_ms=item_ms,
                                  cal_item_ms=cal_item_ms, params_m=params_m(state),
                                  n_quality=len(state.quality_inputs))

@@ -21,6 +21,8 @@ from infertune.optimize.stages.profile import NEED_REFERENCE_S, batch_s, quick_s
 from infertune.optimize.state import RunState, quality_floor, quality_metrics
 from infertune.quality import QualityResult, evaluate_outputs, run_outputs
 
+# after this mark (a fraction of the whole budget, as build.py's MARK_BUILD) only the first two
+# variants are still screened
 MARK_SCREEN = 0.68
 
 
@@ -54,9 +56,9 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
     """Quick timing and the quality verdict of every built variant, in build order (the order
     of expected gain per second). Batch-1 timing comes first and stops early for a clear loser
     against the fastest passing variant so far (else the baseline); then the variant is timed
-    at the batch sizes serving forms (screening.py), and only a variant that lost at every one
+    at the batch sizes serving forms (search/screening.py), and only a variant that lost at every one
     of them is pruned, its quality run skipped: it cannot be recommended, so its seconds go to
-    the variants that can (sequential.py)."""
+    the variants that can (search/sequential.py)."""
     screened = 0
     rule = StopRule()
     best: tuple[str, list[float]] | None = None  # fastest passing variant so far, its samples

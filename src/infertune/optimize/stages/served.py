@@ -1,6 +1,6 @@
-"""The serving stage's last step: the finalists confirmed as served (confirm_served.py does
+"""The serving stage's last step: the finalists confirmed as served (served/confirm.py does
 the measuring). Which configurations are finalists, what budget the confirmation needs (the
-in-process pre-screen in policy.py leaves it that much), and how the winner becomes the
+in-process pre-screen in sweep.py leaves it that much), and how the winner becomes the
 configuration the report recommends and ``infertune serve <run>`` runs."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ NEED_SERVE_START_S = 25.0
 START_TIMEOUT_S = 90.0
 NEED_AFTER_CONFIRM_S = 10.0  # left for the stages after it (input options, report)
 # What a confirmation sized for a decision leaves when it grows past its minimum: the input
-# options' two timings (steps.NEED_INPUTS_S each) and the report; without it the decisive
+# options' two timings (inputs.NEED_INPUTS_S each) and the report; without it the decisive
 # segments took the whole budget left and the input timings were skipped
 NEED_AFTER_DECISIVE_S = 30.0
 
@@ -55,7 +55,7 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
                       sweeps: Sequence[SweepResult]) -> str | None:
     """The two leading configurations (load-tested ones first, by what they measured), each
     run by ``infertune serve`` in its own process and driven over HTTP in ABBA order at the
-    mean and peak rates (confirm_served.py). The winner's policy moves to the top of its
+    mean and peak rates (served/confirm.py). The winner's policy moves to the top of its
     sweep, so the report and ``serve <run>`` name it; returns its variant id, or None when
     nothing was confirmed (the in-process figures then stand, labelled as such)."""
     what = "confirmation of the finalists as served (own process, over HTTP, ABBA)"

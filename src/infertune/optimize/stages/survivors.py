@@ -13,6 +13,8 @@ from infertune.optimize.search.budget import NEED_PROPER_S, NEED_QUICK_S, Budget
 from infertune.optimize.search.timing import Timing, measure_against_baseline, select_survivors
 from infertune.optimize.state import RunState
 
+# the mark (a fraction of the whole budget, as build.py's MARK_BUILD) by which the survivors'
+# interleaved measurements should end
 MARK_CONFIRM = 0.80
 
 

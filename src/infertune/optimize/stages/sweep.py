@@ -143,7 +143,7 @@ def finalists(state: RunState) -> list[str]:
     out = [first]
     if state.options.quick:
         return out
-    # the fastest on the largest batch serving forms (screening.py), which the batch-1
+    # the fastest on the largest batch serving forms (search/screening.py), which the batch-1
     # ranking may rank low: the sweep, not batch 1, decides what serves best
     passing = [c for c in state.candidates if c.quality_verdict == "pass" and not c.dropped
                and c.variant_id in state.adapters]

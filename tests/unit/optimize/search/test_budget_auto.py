@@ -1,4 +1,4 @@
-"""`--budget auto` and the complete-search figure (optimize/costs.py): sized from the model's
+"""`--budget auto` and the complete-search figure (optimize/search/costs.py): sized from the model's
 parameters and measured export and call times (injected here), bigger for a bigger model,
 bounded, and bad --budget values refused in one line."""
 

@@ -1,4 +1,4 @@
-"""The build order by expected gain per second (optimize/ordering.py), on described machines
+"""The build order by expected gain per second (optimize/search/ordering.py), on described machines
 (VNNI, AVX2-only, ARM) and with injected step costs: never this machine's CPU."""
 
 from __future__ import annotations

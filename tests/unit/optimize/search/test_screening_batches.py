@@ -1,4 +1,4 @@
-"""Screening by what serving will cost (optimize/screening.py, search.select_survivors): the
+"""Screening by what serving will cost (optimize/search/screening.py, timing.select_survivors): the
 batch sizes the traffic can form, the verdict at each against injected service-time curves,
 and the survivors, where a variant that loses at batch 1 but wins at batch 16 is kept."""
 
