@@ -24,7 +24,7 @@ from infertune.cli.server_tune import print_table
 from infertune.loadgen.streaming_result import parse_slos
 from infertune.loadgen.workloads import WorkloadSpec
 from infertune.optimize.server_tune.command import ServerCommand
-from infertune.optimize.server_tune.run import TuneOptions, tune
+from infertune.optimize.server_tune.tuner import TuneOptions, tune
 
 
 def _server(args: argparse.Namespace, extra: str = "") -> str:

@@ -23,7 +23,7 @@ from infertune.loadgen.schedules import ScheduleSpec, build_schedule
 from infertune.loadgen.streaming_result import parse_slos, summarise_streams
 from infertune.loadgen.workloads import WorkloadSpec, build_prompts
 from infertune.optimize.server_tune.process import ServerProcess, free_port
-from infertune.optimize.server_tune.report import Figure, ServerTuneReport
+from infertune.optimize.server_tune.tune_report import Figure, ServerTuneReport
 
 pytestmark = pytest.mark.slow
 SERVER = (f"{sys.executable} -m infertune.loadgen.llmserver --port {{port}} --hidden-size 64 "

@@ -14,7 +14,7 @@ import pytest
 from tiny_chat_model import build_chat_model
 
 from infertune.cli import main
-from infertune.optimize.server_tune.report import ServerTuneReport
+from infertune.optimize.server_tune.tune_report import ServerTuneReport
 
 pytestmark = pytest.mark.slow
 

@@ -30,8 +30,10 @@ from infertune.loadgen.streaming_result import (
 from infertune.loadgen.workloads import PrefixReuse
 from infertune.measure.summary import LatencySummary
 from infertune.optimize.server_tune.command import Candidate, ServerCommand, parse_search
+from infertune.optimize.server_tune.halving import RunAt, halving_search
 from infertune.optimize.server_tune.process import ServerProcess, free_port
-from infertune.optimize.server_tune.report import (
+from infertune.optimize.server_tune.server_flags import RUNTIMES, detect
+from infertune.optimize.server_tune.tune_report import (
     CandidateResult,
     Percentiles,
     ProbeRow,
@@ -39,8 +41,6 @@ from infertune.optimize.server_tune.report import (
     WorkloadFacts,
     render_markdown,
 )
-from infertune.optimize.server_tune.runtimes import RUNTIMES, detect
-from infertune.optimize.server_tune.search import RunAt, halving_search
 
 SLOS = parse_slos("ttft_p95_ms=100")
 VLLM = "vllm serve m --port {port} --max-num-seqs {seqs}"
@@ -351,7 +351,7 @@ def _streams(ttft_s: float, gap_s: float, n: int = 40) -> list[StreamRecord]:
 
 
 def test_the_confirmation_judges_each_slo_by_its_interval_across_starts() -> None:
-    from infertune.optimize.server_tune.run import _confirmation, _Probe
+    from infertune.optimize.server_tune.tuner import _confirmation, _Probe
 
     def start(ttft_s: float, gap_s: float) -> _Probe:
         records = _streams(ttft_s, gap_s)
@@ -383,7 +383,7 @@ def test_the_confirmation_judges_each_slo_by_its_interval_across_starts() -> Non
 
 def test_a_confirmation_that_misses_steps_down_to_the_next_passing_rate(tmp_path: Path) -> None:
     from infertune.loadgen.workloads import WorkloadSpec
-    from infertune.optimize.server_tune.run import TuneOptions, Tuner, _Probe
+    from infertune.optimize.server_tune.tuner import TuneOptions, Tuner, _Probe
 
     starts: list[float] = []
 

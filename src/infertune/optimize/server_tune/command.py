@@ -8,7 +8,8 @@ a flag as its value (``{prefix}`` with ``prefix=--enable-prefix-caching,--no-ena
 caching``), and an empty value drops that word.
 
 Everything is checked before anything starts: a placeholder with no values, a knob with no
-placeholder, a duplicated value, and, for the runtimes runtimes.py knows, every flag a knob sets.
+placeholder, a duplicated value, and, for the runtimes server_flags.py knows, every flag a knob
+sets.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import string
 from pydantic import BaseModel, ConfigDict
 
 from infertune.errors import ConfigError
-from infertune.optimize.server_tune.runtimes import Runtime, check_flag, detect
+from infertune.optimize.server_tune.server_flags import Runtime, check_flag, detect
 
 BUILTIN = ("port", "host")
 HOST = "127.0.0.1"

@@ -1,7 +1,7 @@
 """The server-tuning report: typed (one pydantic base, round-tripped by pydantic, never by
 hand), written as server_tune.json and rendered to server_tune.md from that JSON alone.
 
-Candidates are in the order the search decided (search.py): the winner first, then by how far
+Candidates are in the order the search decided (halving.py): the winner first, then by how far
 the search took them, goodput at the SLO, then cost per 1,000 requests, then peak memory. Cost
 per 1,000 requests is the scenario's one hourly price over the goodput that met the SLO
 (DESIGN.md: never at peak throughput), so it orders as goodput does and breaks no tie of its

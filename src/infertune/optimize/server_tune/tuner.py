@@ -1,6 +1,6 @@
 """``infertune optimize --server-cmd ... --search ...``: start each candidate's server, drive the
 scenario's prompt mix open-loop, sweep the rate to the SLO, prune by sequential halving
-(search.py), and write server_tune.json / server_tune.md into the run folder.
+(halving.py), and write server_tune.json / server_tune.md into the run folder.
 
 Per session (one server start): wait for readiness, send ``warmup_requests`` requests whose
 figures are dropped (first calls pay allocation and lazy initialisation), then run the
@@ -41,8 +41,9 @@ from infertune.loadgen.streaming_result import (
 from infertune.loadgen.workloads import WorkloadSpec, build_prompts, prefix_reuse
 from infertune.measure.summary import LatencySummary, percentile_key
 from infertune.optimize.server_tune.command import Candidate, ServerCommand
+from infertune.optimize.server_tune.halving import CandidateRun, RunAt, halving_search
 from infertune.optimize.server_tune.process import MIB, ServerProcess, free_port
-from infertune.optimize.server_tune.report import (
+from infertune.optimize.server_tune.tune_report import (
     CandidateResult,
     Confirmation,
     Percentiles,
@@ -53,7 +54,6 @@ from infertune.optimize.server_tune.report import (
     WorkloadFacts,
     render_markdown,
 )
-from infertune.optimize.server_tune.search import CandidateRun, RunAt, halving_search
 
 # rates a confirmation tries, from the chosen one down, before it reports the last one's miss
 CONFIRM_RATES = 3

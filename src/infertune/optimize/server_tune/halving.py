@@ -19,7 +19,7 @@ at a time and none is measured while another competes for the CPU.
 
 The score is goodput at the SLO: the goodput (requests per second that met every SLO) of the
 highest-rate probe that passed; a candidate with no passing probe scores 0 and is ordered by
-the best goodput any of its probes reached. Ties go to the caller's ``tiebreak`` (run.py:
+the best goodput any of its probes reached. Ties go to the caller's ``tiebreak`` (tuner.py:
 the smaller peak memory), so the order the report shows is the order the search decided.
 """
 
