@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from infertune.artifacts import RunPaths
 from infertune.cli.api import (
     OptimizeOptions,
     OptimizeResult,
@@ -193,7 +194,7 @@ def run(options: OptimizeOptions, *, as_json: bool = False) -> None:
     with _Display(budget_seconds(options)) as display:
         result = optimize(options, progress=display, on_budget=display.resized)
     if as_json:
-        typer.echo((result.run_dir / "report.json").read_text(), nl=False)
+        typer.echo(RunPaths(result.run_dir).report_json.read_text(), nl=False)
     else:
         _summary(result)
 
