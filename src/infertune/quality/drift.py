@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from scipy.stats import ks_2samp
 
 from infertune.serial import Serial
 
@@ -83,8 +84,6 @@ def _psi_shares(ref_share: np.ndarray, cur_share: np.ndarray) -> float:
 
 
 def ks_test(reference: np.ndarray, current: np.ndarray) -> tuple[float, float]:
-    from scipy.stats import ks_2samp
-
     # The exact p-value is only computable for small samples; the asymptotic one is what scipy
     # falls back to anyway (with a RuntimeWarning on the user's console), so ask for it directly
     # beyond that size.

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from infertune.errors import QualityFloorError
 
@@ -174,8 +175,6 @@ def _max_rel(outputs: np.ndarray, ref: np.ndarray, _labels: np.ndarray | None) -
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
     if np.array_equal(a, b):
         return 1.0
     if np.ptp(a) == 0 or np.ptp(b) == 0:
