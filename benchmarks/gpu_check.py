@@ -40,7 +40,7 @@ from infertune.data import default_heldout
 from infertune.hardware import GpuInfo, HardwareInfo, detect
 from infertune.measure.utilisation import Utilisation, UtilisationSampler
 from infertune.models import load
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.models.gpu import OrtGpuRunner
 from infertune.models.runners import TorchRunner, hf_call
 from infertune.models.variant import load_variant

@@ -40,7 +40,7 @@ import psutil
 def build_adapter(width: int) -> object:
     import torch
 
-    from infertune.models.base import ModelInfo
+    from infertune.models.adapter import ModelInfo
     from infertune.models.runners import TorchRunner
     from infertune.models.tensor import TensorAdapter
 

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from infertune.loadgen.runner import RunOptions
     from infertune.loadgen.schedules import ScheduleSpec
     from infertune.loadgen.targets import Target
-    from infertune.models.base import ModelInfo
+    from infertune.models.adapter import ModelInfo
     from infertune.optimize.search.budget import Progress
     from infertune.optimize.search.costs import BudgetChoice
     from infertune.report.schema import Report

@@ -21,7 +21,7 @@ from typing import Any
 from infertune.config import ServePolicy
 from infertune.hardware import detect
 from infertune.loadgen.targets import Reply
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
 from infertune.serve.model_processes import ModelSource
 from infertune.serve.prometheus_metrics import ServeMetrics

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from infertune.models.base import Adapter, ModelInputs
+from infertune.models.adapter import Adapter, ModelInputs
 from infertune.serial import Serial
 
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)

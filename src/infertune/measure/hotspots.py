@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infertune.errors import NotApplicableError
-from infertune.models.base import Adapter, ModelInputs
+from infertune.models.adapter import Adapter, ModelInputs
 from infertune.models.runners import OrtRunner
 from infertune.serial import Serial
 

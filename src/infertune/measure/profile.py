@@ -30,7 +30,7 @@ from infertune.measure.hotspots import Hotspots, profile_ops
 from infertune.measure.padding import PaddingWaste, padding_waste
 from infertune.measure.stages import StageReport, StageSamples, time_requests
 from infertune.measure.utilisation import SampleFn, Utilisation, UtilisationSampler
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.serial import Serial
 
 SCHEMA = "infertune.profile/v1"

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from infertune.measure.summary import LatencySummary, quantile_sorted
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.serial import Serial
 
 STAGES: tuple[str, ...] = ("preprocess", "forward", "postprocess", "overhead")

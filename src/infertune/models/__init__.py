@@ -1,6 +1,6 @@
 """Models: the Adapter contract (preprocess -> forward -> postprocess) and the loaders."""
 
-from infertune.models.base import Adapter, ModelInfo, ModelInputs, Runner
+from infertune.models.adapter import Adapter, ModelInfo, ModelInputs, Runner
 from infertune.models.loaders import BUILTIN, load, minilm_path
 from infertune.models.tensor import TensorAdapter
 from infertune.models.text import TextAdapter, TextPreprocess

@@ -31,7 +31,7 @@ import numpy as np
 
 from infertune.errors import ModelLoadError
 from infertune.hardware import GpuInfo, HardwareInfo
-from infertune.models.base import ModelInputs
+from infertune.models.adapter import ModelInputs
 from infertune.models.runners import OrtRunner, ort_session
 from infertune.serial import Serial
 

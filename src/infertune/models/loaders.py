@@ -25,7 +25,7 @@ import numpy as np
 
 from infertune.errors import ModelLoadError
 from infertune.jsonfile import read_json
-from infertune.models.base import Adapter, ModelInfo
+from infertune.models.adapter import Adapter, ModelInfo
 from infertune.models.runners import OrtRunner, TorchRunner, hf_call
 from infertune.models.tensor import TensorAdapter, onnx_tensor_adapter
 from infertune.models.text import TextAdapter, TextPreprocess

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from infertune.hardware import cgroup_cpu_quota, effective_cores
-from infertune.models.base import ModelInputs, Runtime
+from infertune.models.adapter import ModelInputs, Runtime
 
 PrecisionHint = Literal["f32", "bf16"]
 # OpenVINO's element type names -> the precision names infertune reports

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from infertune.models.base import ModelInputs, Runtime
+from infertune.models.adapter import ModelInputs, Runtime
 
 
 class TorchRunner:

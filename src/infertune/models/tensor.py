@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from infertune.errors import IncompatibleInputError
-from infertune.models.base import ModelInfo, ModelInputs, Runner
+from infertune.models.adapter import ModelInfo, ModelInputs, Runner
 
 
 @dataclass

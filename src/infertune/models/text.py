@@ -19,7 +19,7 @@ import numpy as np
 
 from infertune.data.text_inputs import TextInput, TextPair, text_inputs
 from infertune.errors import IncompatibleInputError
-from infertune.models.base import ModelInfo, ModelInputs, Runner
+from infertune.models.adapter import ModelInfo, ModelInputs, Runner
 
 Padding = Literal["longest", "max_length", "bucket"]
 # How a pair too long for max_length is cut: the passage first (a query is short and every

@@ -13,9 +13,9 @@ The manifest is the whole recipe for running the variant without the run that ma
 
 ``read_manifest`` verifies the SHA-256 of every listed file and of the manifest itself, so a
 hand-edited or corrupt variant is refused with ModelLoadError. This module only reads variants
-(models/ sits above optimize/); optimize/passes/variant_files.py writes them. torch, transformers and
-torchao are imported only when a torch variant loads: serving an onnxruntime variant must not
-pay seconds of import and hundreds of MB for them.
+(models/ sits above optimize/); optimize/passes/variant_files.py writes them. torch,
+transformers and torchao are imported only when a torch variant loads: serving an onnxruntime
+variant must not pay seconds of import and hundreds of MB for them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from infertune.errors import DataError, ModelLoadError
 from infertune.jsonfile import read_json
-from infertune.models.base import Adapter, ModelInfo
+from infertune.models.adapter import Adapter, ModelInfo
 from infertune.models.gpu import OrtGpuRunner, OrtGpuSettings
 from infertune.models.openvino_runner import OpenVinoSettings, OvRunner, default_cache_dir
 from infertune.models.runners import OrtRunner, TorchRunner, hf_call

@@ -14,7 +14,7 @@ from typing import Any
 from infertune.hardware import HardwareInfo, detect
 from infertune.measure.compare import ComparisonResult, run_interleaved
 from infertune.models import load
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.models.variant import Agreement
 from infertune.optimize.passes import build_variants
 from infertune.optimize.passes.base import PassContext

@@ -32,7 +32,7 @@ from infertune.hardware import HardwareInfo
 from infertune.measure.curve import ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.models import load
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.search.costs import BudgetChoice, BudgetEstimate, CostFacts
 from infertune.optimize.search.ordering import SearchPlan
 from infertune.optimize.search.screening import ScreenCurve

@@ -20,7 +20,7 @@ from infertune.data import HeldOut
 from infertune.data.text_inputs import is_text_input, text_length
 from infertune.errors import DataError, IncompatibleInputError, InfertuneError, QualityFloorError
 from infertune.jsonfile import read_json, write_json
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.quality.bootstrap import (
     DEFAULT_RESAMPLES,
     DEFAULT_SET_RESAMPLES,

@@ -26,7 +26,7 @@ from infertune.hardware import HardwareInfo, detect
 from infertune.measure.diagnosis import stage_likelihood
 from infertune.measure.stages import StageReport, time_requests
 from infertune.models import load as load_model
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.passes.registry import PassFactory, as_registry
 from infertune.optimize.quickcheck import CheckVariants, VariantCheck
 from infertune.report.schema import (

@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 from infertune.jsonfile import read_json
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.serve.batcher import BatchFailed, InputFailed
 from infertune.serve.live_drift import DriftMonitor
 from infertune.serve.model_processes import ModelSource, uses_processes

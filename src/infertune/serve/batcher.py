@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.serve.batch_shape import BatchShape, PaddingCost
 from infertune.serve.prometheus_metrics import ServeMetrics
 from infertune.serve.queue import RequestQueue, WorkItem

@@ -12,7 +12,8 @@ probability, ``margin`` the gap between the top two. A reranker's (or binary cla
 score is a logit: its probability p = sigmoid(score) gives ``probability`` max(p, 1 - p) and
 ``margin`` |2p - 1|. Any other output (an embedding, a vector that is not a distribution) has
 no confidence, so it is never taken as confident. ``optimize`` sizes its cascade thresholds
-with this same function (optimize/served/cascade_eval.py), so a threshold it picks means the same here.
+with this same function (optimize/served/cascade_eval.py), so a threshold it picks means the
+same here.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from infertune.errors import ConfigError
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 
 Tier = Literal["fast", "standard", "quality"]
 ConfidenceMetric = Literal["probability", "margin"]

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from infertune.config import ServePolicy
 from infertune.data.text_inputs import PAIR_EXAMPLE, Accepts, accepts, as_text_input
 from infertune.errors import IncompatibleInputError
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.serve.cascade import Tier
 from infertune.serve.queue import Priority
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from infertune.config import ServePolicy
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.serve.batch_shape import PaddingCost, approx_tokens
 from infertune.serve.batcher import (
     Batcher,

@@ -19,7 +19,7 @@ import numpy as np
 
 from infertune.data.text_inputs import as_text_input
 from infertune.errors import IncompatibleInputError
-from infertune.models.base import ModelInfo, ModelInputs
+from infertune.models.adapter import ModelInfo, ModelInputs
 
 
 class FakeRunner:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from infertune.data.text_inputs import TextPair
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 
 
 def warmup_batches(adapter: Adapter, max_batch_size: int) -> list[list[Any]]:

@@ -20,7 +20,7 @@ Triton and Kubernetes, and serve's torch workers use it too (cli/serving.py).
 from __future__ import annotations
 
 from infertune.config import ServePolicy
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 
 
 def threads_per_worker(fixed: int, policy: ServePolicy, cores: int) -> int:

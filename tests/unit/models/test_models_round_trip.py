@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infertune.models.base import ModelInfo
+from infertune.models.adapter import ModelInfo
 from infertune.models.gpu import OrtGpuSettings, TrtProfile
 from infertune.models.openvino_runner import OpenVinoSettings
 from infertune.models.variant import (

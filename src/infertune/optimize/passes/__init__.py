@@ -19,8 +19,8 @@ their sources, cost model, default plans)::
     class OpenVinoPass:   # the Pass protocol (base.py): name, source, fallback_source,
         ...               # applies(ctx), apply(source, ctx), settings()
 
-The builder's plans, the build order's priors (search/ordering.py), the cost estimates (search/costs.py),
-the report's measured options and ``infertune doctor`` then see it with no other edit.
+The builder's plans, the build order's priors (search/ordering.py), the cost estimates
+(search/costs.py), the report's measured options and ``infertune doctor`` then see it with no other edit.
 
 Sources: torch passes and ``ort_fp32`` start from the baseline; the other onnxruntime passes
 derive from ``ort_fp32`` (the plain export, or a copy of an .onnx baseline) or ``ort_fused``
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from infertune.errors import InfertuneError, InternalError, NotApplicableError
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.passes.base import Pass, PassContext, QualityTarget
 from infertune.optimize.passes.facts import PassFacts
 from infertune.optimize.passes.registry import (

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.models.variant import InputSpec, Manifest, PassRecord
 from infertune.optimize.passes._text import source_sha256
 from infertune.optimize.passes.base import PassContext, PassSettings, built

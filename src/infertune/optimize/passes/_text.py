@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from infertune.errors import NotApplicableError
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.models.loaders import sha256_files
 from infertune.models.text import TextAdapter
 from infertune.models.variant import InputSpec, Manifest, PassRecord, Preprocessing

@@ -22,7 +22,7 @@ import numpy as np
 from infertune.data.text_inputs import is_text_input, text_length
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.models.variant import Agreement
 from infertune.optimize.passes.variant_files import Variant, predict_rows
 from infertune.serial import Serial

@@ -19,7 +19,7 @@ import numpy as np
 from infertune.errors import InternalError
 from infertune.jsonfile import write_json
 from infertune.models import load
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.models.variant import (
     MANIFEST,
     Agreement,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.ranking import (
     Level,

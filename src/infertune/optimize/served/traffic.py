@@ -29,7 +29,7 @@ from infertune.loadgen.runner import run_load
 from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule, read_trace
 from infertune.loadgen.simulate import simulate
 from infertune.measure.tail_interval import CONFIDENCE, TailInterval, tail_interval
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.served.policy_sweep import SimStats, SimulateFn
 from infertune.serial import Serial
 from infertune.serve.batch_shape import PaddingCost

@@ -14,7 +14,7 @@ from infertune.errors import IncompatibleInputError
 from infertune.measure.compare import run_interleaved
 from infertune.measure.stages import time_requests
 from infertune.models import load
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.search.budget import NEED_QUICK_S, Budget, Progress
 from infertune.optimize.search.timing import measure_against_baseline
 from infertune.optimize.served.cascade_eval import CascadeNotApplicable, evaluate_cascade

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from infertune.jsonfile import write_json
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.search.budget import NEED_QUICK_S, Budget, Progress
 from infertune.optimize.search.costs import screen_s
 from infertune.optimize.search.screening import ScreenCurve, ServedScreen, update_best
@@ -56,8 +56,8 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
     """Quick timing and the quality verdict of every built variant, in build order (the order
     of expected gain per second). Batch-1 timing comes first and stops early for a clear loser
     against the fastest passing variant so far (else the baseline); then the variant is timed
-    at the batch sizes serving forms (search/screening.py), and only a variant that lost at every one
-    of them is pruned, its quality run skipped: it cannot be recommended, so its seconds go to
+    at the batch sizes serving forms (search/screening.py), and only a variant that lost at every
+    one of them is pruned, its quality run skipped: it cannot be recommended, so its seconds go to
     the variants that can (search/sequential.py)."""
     screened = 0
     rule = StopRule()

@@ -17,7 +17,7 @@ from infertune.data import HeldOut
 from infertune.data.text_inputs import is_text_input, text_length
 from infertune.jsonfile import write_json
 from infertune.models import load
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.models.loaders import HF_TASKS
 from infertune.models.tensor import TensorAdapter
 from infertune.optimize.search.budget import Budget, Progress

@@ -14,7 +14,7 @@ from infertune.artifacts import ServingFile
 from infertune.config import ServePolicy, client_deadline_ms, client_deadline_reason
 from infertune.data.text_inputs import is_text_input
 from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
-from infertune.models.base import Adapter
+from infertune.models.adapter import Adapter
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.budget import Budget, Progress
 from infertune.optimize.search.choice import (

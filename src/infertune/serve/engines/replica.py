@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from infertune.config import ServePolicy
 from infertune.measure.curve import time_forward
 from infertune.models import load
-from infertune.models.base import Adapter, ModelInputs
+from infertune.models.adapter import Adapter, ModelInputs
 from infertune.serve.app import create_app
 from infertune.serve.cascade import without_spinning
 from infertune.serve.engines.ray_routing import RayRoutingStore, Versioned
