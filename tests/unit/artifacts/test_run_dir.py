@@ -18,8 +18,9 @@ from infertune.measure.curve import CurvePoint, ServiceCurve
 from infertune.optimize.record import RunRecord
 from infertune.report.schema import Report
 
-# the keys optimize's serving writer puts in serving.json (optimize/policy.py, now stages/sweep.py, before the
-# writer moved onto ServingFile); an old folder has exactly these and no schema key
+# the keys the sweep stage's serving writer put in serving.json before it moved onto
+# ServingFile (optimize/policy.py, now stages/sweep.py); an old folder has exactly these and no
+# schema key
 SERVING_KEYS = ["variant_id", "sweep", "finalists", "curve", "contention", "overhead_ms",
                 "validations", "right_sizing"]
 
