@@ -172,7 +172,8 @@ def closed_loop(run: Path, seconds: float) -> str:
               "share answered when every SLO percentile held and <= 1% shed, else 0",
               flush=True)
         for label, rate in (("mean", mean), ("peak", peak)):
-            # since session 9 each rate's segment is sized on its own (optimize/served/confirm_sizing.py)
+            # since session 9 each rate's segment is sized on its own
+            # (optimize/served/confirm_sizing.py)
             seg_s = (confirmation.get("seconds_at") or {}).get(label, segment_s)
             val, got = drive(port, scenario, rate, seg_s, repeats, inputs, seed=seed)
             point = report_point(report, label)

@@ -1,6 +1,6 @@
 """The ranking advise and optimize share (impact per effort within a risk budget). It lives in
-optimize/search/ranking.py, where the search chooses a variant with it; report/ imports it from there
-because optimize/ is the earlier layer."""
+optimize/search/ranking.py, where the search chooses a variant with it; report/ imports it from
+there because optimize/ is the earlier layer."""
 
 from infertune.optimize.search.ranking import (
     EFFORT_WEIGHT,

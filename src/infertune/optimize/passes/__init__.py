@@ -20,7 +20,8 @@ their sources, cost model, default plans)::
         ...               # applies(ctx), apply(source, ctx), settings()
 
 The builder's plans, the build order's priors (search/ordering.py), the cost estimates
-(search/costs.py), the report's measured options and ``infertune doctor`` then see it with no other edit.
+(search/costs.py), the report's measured options and ``infertune doctor`` then see it with no
+other edit.
 
 Sources: torch passes and ``ort_fp32`` start from the baseline; the other onnxruntime passes
 derive from ``ort_fp32`` (the plain export, or a copy of an .onnx baseline) or ``ort_fused``

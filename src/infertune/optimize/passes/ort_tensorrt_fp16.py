@@ -53,8 +53,8 @@ class OrtTensorrtFp16Pass(OrtGpuPass):
     def __init__(self, available: ProvidersFn | None = None, max_batch: int = 32,
                  opt_batch: int = 16) -> None:
         super().__init__(available)
-        # the sweep's batch sizes go up to 16 (optimize/served/policy_sweep.py); 32 leaves serve headroom,
-        # and the runner splits anything larger into profile-sized chunks
+        # the sweep's batch sizes go up to 16 (optimize/served/policy_sweep.py); 32 leaves serve
+        # headroom, and the runner splits anything larger into profile-sized chunks
         self.max_batch = max_batch
         self.opt_batch = opt_batch
 

@@ -66,8 +66,8 @@ def not_run(kind: str, reg: Mapping[str, PassFactory] | None = None) -> list[str
 # text models: torch.compile (minutes of compilation on 2 cores), static INT8 (calibration
 # runs; on this model class dynamic INT8 with accuracy-aware fallback is the stronger
 # candidate), graph-level and trim variants (the fused graph subsumes the first; input
-# trimming is timed separately by optimize/served/input_options.py). A tensor model (an .onnx or torch file)
-# has no transformer fusion; static INT8 is the pass that covers Conv graphs.
+# trimming is timed separately by optimize/served/input_options.py). A tensor model (an .onnx
+# or torch file) has no transformer fusion; static INT8 is the pass that covers Conv graphs.
 FULL_PASSES = tuple(planned("text", True))
 QUICK_PASSES = tuple(planned("text", False))
 TENSOR_FULL_PASSES = tuple(planned("tensor", True))

@@ -139,7 +139,8 @@ class Confirmation(Serial):
     winner: str | None = None  # arm key
     notes: list[str] = field(default_factory=list)
     seed: int | None = None  # of the schedules and the bodies' order, so a replay sends the same
-    # one segment's length per rate label (sized to the percentile and the traffic, confirm_sizing.py);
+    # one segment's length per rate label (sized to the percentile and the traffic,
+    # confirm_sizing.py);
     # a run before session 9 had one length, seconds_per_rate, for both
     seconds_at: dict[str, float] = field(default_factory=dict)
     # per rate label, the run that would decide the SLO verdict there

@@ -1,5 +1,5 @@
-"""Sequential stopping in screening (optimize/search/sequential.py): a clear loser stops at the first
-look, a close call and a winner run to their budget. Latencies and the clock are synthetic."""
+"""Sequential stopping in screening (optimize/search/sequential.py): a clear loser stops at the
+first look, a close call and a winner run to their budget. Latencies and the clock are synthetic."""
 
 from __future__ import annotations
 
