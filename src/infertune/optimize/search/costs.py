@@ -42,7 +42,8 @@ def build_s(name: str, f: CostFacts, registry: Passes = None) -> float:
 def screen_s(name: str, f: CostFacts) -> float:
     """Estimated seconds to screen a built variant: the quality run plus the quick timing at
     batch 1 and at the batch sizes serving forms (at most a quarter of that,
-    stages/profile.py), taking the variant as fast as the baseline (an upper bound for the faster ones)."""
+    stages/profile.py), taking the variant as fast as the baseline (an upper bound for the faster
+    ones)."""
     quick = min(QUICK_TIMING_S, max(2.0, 20 * f.call_ms / 1e3))
     return f.n_quality * f.item_ms / 1000.0 + quick + min(quick / 4, 1.0)
 
