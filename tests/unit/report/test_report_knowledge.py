@@ -10,6 +10,7 @@ import yaml
 
 from infertune.config import HardwareFacts, load_scenario
 from infertune.errors import ConfigError
+from infertune.optimize.search.ranking import rank
 from infertune.report.advisor import advise
 from infertune.report.knowledge import (
     Context,
@@ -17,7 +18,6 @@ from infertune.report.knowledge import (
     default_dir,
     load_knowledge,
 )
-from infertune.report.ranking import rank
 
 RERANKER = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "reranker-t4.yaml"
 

@@ -1,6 +1,6 @@
 """Generic ranking: impact per unit of effort, within a risk budget. Used by optimize's choice of
-variant (measured impacts) and by the report builders for advise and optimize (report/ranking.py
-re-exports it there); the caller says how to read impact, effort and risk from its items, so
+variant (measured impacts) and by the report builders for advise and optimize, which import
+it from here; the caller says how to read impact, effort and risk from its items, so
 nothing here knows about knowledge entries or variants. It sits in optimize/ because the
 search decides with it, and report/ (a later layer) may import optimize/, not the reverse.
 The cost ceiling's ordering is in served/ceiling.py.
