@@ -9,7 +9,8 @@ __init__ lists them) over the typed RunState and RunPaths (state.py) and saves t
 (record.py); search/ chooses what to try and what wins within the time budget; served/ measures
 serving (traffic, the policy sweep, the confirmation as served); passes/ builds the variants
 (passes/variant_files.py writes their folders); server_tune/ tunes an LLM server's flags;
-quickcheck.py is ``advise --measure``; knowledge/ holds the run's knowledge entries."""
+quickcheck.py is ``advise --measure``; knowledge/ the options a CPU run
+lists but cannot measure."""
 
 from infertune.optimize.passes import (
     REGISTRY,
