@@ -156,6 +156,8 @@ class RedisCache:
 
 def redis_client(url: str, timeout_s: float) -> Any:
     """A redis.asyncio client with short timeouts, so a dead server costs milliseconds."""
+    # imported on use: redis.asyncio takes about 0.1 s to import, only a Redis-backed cache
+    # needs it, and every serve process and the CLI load this module
     import redis.asyncio as aioredis
 
     return aioredis.Redis.from_url(url, socket_timeout=timeout_s,

@@ -192,7 +192,7 @@ def child_main(source: ModelSource, conn: Connection) -> None:
         quiet_libraries()
         adapter = load(source.ref)
         if source.threads and adapter.info.runtime == "torch":
-            import torch
+            import torch  # the torch extra: only torch models reach here
 
             torch.set_num_threads(source.threads)
         prime_on_this_thread(adapter)

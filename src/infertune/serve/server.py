@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import uvicorn
+
 DEFAULT_HOST = "127.0.0.1"  # loopback unless the operator asks for more
 
 
 def run_server(app: Any, *, host: str = DEFAULT_HOST, port: int = 8000,
                log_level: str = "warning") -> None:
     """Serve ``app`` until SIGTERM/SIGINT; returns after the graceful drain."""
-    import uvicorn
-
+    # imported on use: infertune.measure's __init__ loads scipy.stats (about half a second),
+    # and every serve process imports this module, spawned model workers included, which
+    # never run a server
     from infertune.measure.collector import freeze_startup_objects
 
     # a full collection over torch's and the model's objects once stalled every request in
