@@ -18,7 +18,7 @@ from typing import Any
 from infertune.errors import NotApplicableError
 from infertune.hardware import VNNI_FLAGS, HardwareInfo
 from infertune.models.runners import OrtRunner, ort_session
-from infertune.models.variant import Agreement, Int8SchemeSettings, PassRecord
+from infertune.models.variant import Agreement, Int8SchemeSettings, Manifest, PassRecord
 from infertune.optimize.passes._text import TOKENIZER_DIR
 from infertune.optimize.passes.base import PassContext, PassSettings, built
 from infertune.optimize.passes.facts import Requires
@@ -227,5 +227,5 @@ class OrtDerivedPass:
         self.update(manifest, ctx, record)
         return finalize(folder, manifest)
 
-    def update(self, manifest: Any, ctx: PassContext, record: PassRecord) -> None:
+    def update(self, manifest: Manifest, ctx: PassContext, record: PassRecord) -> None:
         """Change manifest fields other than the graph (threads, preprocessing...)."""

@@ -17,6 +17,7 @@ import copy
 import time
 import warnings
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from infertune.models.variant import PassRecord, ThreadSettings
@@ -103,7 +104,7 @@ class OnnxExportPass:
         return finalize(folder, manifest)
 
 
-def export_text_model(ctx: PassContext, path: Any, output_name: str,
+def export_text_model(ctx: PassContext, path: Path, output_name: str,
                       attn_implementation: str, opset: int) -> None:
     import torch
 
