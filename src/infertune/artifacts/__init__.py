@@ -13,9 +13,9 @@ the typed form too; Report could move (it imports only pydantic and the ground f
 cannot (it is built from optimize's types).
 """
 
-from infertune.artifacts.base import RERUN, Artifact, read_object
+from infertune.artifacts.base import RERUN, Artifact, read_object, schema_version
 from infertune.artifacts.files import ExtrasFile, ServingFile
 from infertune.artifacts.run_dir import RunDir, RunPaths, VariantDir
 
 __all__ = ["RERUN", "Artifact", "ExtrasFile", "RunDir", "RunPaths", "ServingFile", "VariantDir",
-           "read_object"]
+           "read_object", "schema_version"]

@@ -32,8 +32,9 @@ from infertune.serial import Serial
 A = TypeVar("A", bound="Artifact")
 
 RERUN = "rerun infertune optimize"  # the fix for a missing or damaged run file
-_NEWER = ("rerun infertune optimize with this version, or install the infertune release that "
-          "wrote it")
+# the fix for a file of another schema or version
+_WITH_THIS = "re-run infertune optimize with this version"
+_NEWER = f"{_WITH_THIS}, or install the infertune release that wrote it"
 _SCHEMA = re.compile(r"^(?P<id>[\w.-]+)/v(?P<version>\d+)$")
 
 
@@ -45,6 +46,26 @@ def read_object(path: Path, fix: str = RERUN) -> dict[str, Any]:
         raise ConfigError(f"{path}: the top level must be an object; {fix}")
     return data
 
+
+def schema_version(data: dict[str, Any], path: Path, expected: str, *,
+                   unnamed: int | None = None) -> int:
+    """The version that ``data`` (read from ``path``) names in its ``schema`` key, for the
+    schema ``expected`` (``<id>/v<N>``, e.g. "infertune.run/v1"); ConfigError in one line for
+    another schema id or a version newer than N. Artifact checks its files with it, and so can
+    a typed file that keeps its own reader (optimize's run.json)."""
+    want = _SCHEMA.match(expected)
+    assert want is not None, f"{expected!r} is not <id>/v<N>"
+    found = data.get("schema")
+    if found is None and unnamed is not None:
+        return unnamed
+    match = _SCHEMA.match(found) if isinstance(found, str) else None
+    if match is None or match["id"] != want["id"]:
+        raise ConfigError(f"{path}: schema {found!r} is not {expected!r}; {_WITH_THIS}, or "
+                          "pass the file it wrote")
+    if int(match["version"]) > int(want["version"]):
+        raise ConfigError(f"{path}: schema {found!r} is newer than this infertune reads "
+                          f"({expected}); {_NEWER}")
+    return int(match["version"])
 
 @dataclass
 class Artifact(Serial):
@@ -84,18 +105,7 @@ class Artifact(Serial):
     def version_of(cls, data: dict[str, Any], path: Path) -> int:
         """The schema version ``data`` was written with; ConfigError for another schema or a
         newer version than this class reads."""
-        found = data.get("schema")
-        if found is None and cls.UNNAMED is not None:
-            return cls.UNNAMED
-        match = _SCHEMA.match(found) if isinstance(found, str) else None
-        if match is None or match["id"] != cls.SCHEMA:
-            raise ConfigError(f"{path}: schema {found!r} is not {cls.schema_id()!r}; {RERUN} "
-                              "with this version, or pass the file it wrote")
-        version = int(match["version"])
-        if version > cls.VERSION:
-            raise ConfigError(f"{path}: schema {found!r} is newer than this infertune reads "
-                              f"({cls.schema_id()}); {_NEWER}")
-        return version
+        return schema_version(data, path, cls.schema_id(), unnamed=cls.UNNAMED)
 
     @classmethod
     def migrate(cls, data: dict[str, Any], version: int, path: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from infertune.artifacts import RunDir
+from infertune.artifacts import RunDir, schema_version
 from infertune.config import Scenario
 from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
@@ -90,6 +90,7 @@ class RunRecord(RunFindings):
         profile = run.profile() if paths.profile.is_file() else None
         data = run.read(paths.run_json, fix="the run directory is damaged, re-run infertune "
                         "optimize")
+        schema_version(data, paths.run_json, RECORD_SCHEMA)  # another or a newer: one line
         return cls.from_dict(data, hardware=hardware, profile=profile)
 
 

@@ -78,16 +78,22 @@ def test_another_schema_or_a_newer_version_is_refused_in_one_line(tmp_path: Path
     with pytest.raises(ConfigError) as other:
         ServingFile.load(path)
     assert str(other.value) == (
-        f"{path}: schema 'infertune.extras/v1' is not 'infertune.serving/v1'; rerun infertune "
+        f"{path}: schema 'infertune.extras/v1' is not 'infertune.serving/v1'; re-run infertune "
         "optimize with this version, or pass the file it wrote")
     path.write_text(json.dumps({"schema": "infertune.serving/v3", "curve": None}))
     with pytest.raises(ConfigError) as newer:
         ServingFile.load(path)
     assert str(newer.value) == (
         f"{path}: schema 'infertune.serving/v3' is newer than this infertune reads "
-        "(infertune.serving/v1); rerun infertune optimize with this version, or install the "
+        "(infertune.serving/v1); re-run infertune optimize with this version, or install the "
         "infertune release that wrote it")
     assert "\n" not in str(newer.value)
+    run = RunDir(tmp_path)  # run.json keeps its own reader, and the same check
+    run.paths.run_json.write_text(json.dumps({"schema": "infertune.run/v2"}))
+    with pytest.raises(ConfigError, match=r"run.json: schema 'infertune.run/v2' is newer than "
+                       r"this infertune reads \(infertune.run/v1\); re-run infertune optimize "
+                       "with this version, or install the infertune release that wrote it$"):
+        run.record(RunRecord)
 
 
 @dataclass
@@ -117,7 +123,8 @@ def test_an_older_version_migrates_or_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema": "infertune.test/v1", "ms": 3}))
     assert _Renamed.load(path) == _Renamed(3.0)
     with pytest.raises(ConfigError, match=r"a.json: schema 'infertune.test/v1' is older than "
-                       r"this infertune reads \(infertune.test/v2\); rerun infertune optimize"):
+                       r"this infertune reads \(infertune.test/v2\); re-run infertune "
+                       r"optimize with this version"):
         _Strict.load(path)
     path.write_text(json.dumps({"p50_ms": 1.0}))  # no schema key: refused unless UNNAMED
     with pytest.raises(ConfigError, match="schema None is not 'infertune.test/v2'"):
