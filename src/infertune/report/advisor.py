@@ -4,7 +4,7 @@ Order of the reasoning: missing facts and stated assumptions -> the problem in o
 where the time likely goes -> the options that apply (knowledge base, filtered by the scenario,
 the hardware catalogue and the runtime catalogue) -> ranked by impact per effort within a risk
 budget -> the first-week plan, the measurement plan and the guardrails. This module supplies
-the estimates (the Findings); report/build.py, the builder optimize uses too, assembles them.
+the estimates (the Findings); report/assemble.py, the builder optimize uses too, assembles them.
 
 Vague facts never stop it: hardware the catalogue does not know is assumed to be the generic
 hardware of its architecture, and every such assumption is listed with how to correct it. Only
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from infertune.config import Scenario
 from infertune.optimize.search.ranking import inside_slo
-from infertune.report.build import Findings, Library, Subject, build_report
+from infertune.report.assemble import Findings, Library, Subject, build_report
 from infertune.report.generation import prefill_and_decode
 from infertune.report.knowledge import (
     HardwareCatalogue,

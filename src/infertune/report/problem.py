@@ -1,6 +1,6 @@
 """The report's problem statement and its three goals (latency, throughput, cost), restated from
 the scenario in one sentence each. Both advise and optimize state the problem here (via
-report/build.py); a run adds what it measured about the baseline."""
+report/assemble.py); a run adds what it measured about the baseline."""
 
 from __future__ import annotations
 

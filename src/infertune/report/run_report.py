@@ -1,6 +1,6 @@
 """A run's report: what the run measured (sections from run_sections.py, run_slo.py and
 run_scaleout.py, plot data, notes on what was not measured) handed to the one report builder
-(build.py, which advise uses too), then written as report.json, report.md, report.html and
+(assemble.py, which advise uses too), then written as report.json, report.md, report.html and
 plots/ into the run directory.
 
     optimize(options)                    # optimize/run.py: the stages, then run.json etc.
@@ -17,7 +17,7 @@ from infertune.optimize.search.choice import measured_inside_slo
 from infertune.optimize.served.traffic import traffic_assumption
 from infertune.optimize.state import RunPaths, floor_for
 from infertune.report.artifacts import PROFILE, quality_artifact, timing_artifact
-from infertune.report.build import Findings, Library, RunSections, Subject, build_report
+from infertune.report.assemble import Findings, Library, RunSections, Subject, build_report
 from infertune.report.knowledge import default_dir, load_knowledge
 from infertune.report.plots import render_plots
 from infertune.report.render import write_report
@@ -162,7 +162,7 @@ def notes(run: RunRecord) -> list[str]:
 
 
 def build_run_report(run: RunRecord) -> Report:
-    """The run's Report, assembled by the builder advise uses (report/build.py) from what the
+    """The run's Report, assembled by the builder advise uses (report/assemble.py) from what the
     run measured: the Findings and RunSections below are the only run-specific parts."""
     sc = run.scenario
     inside = measured_inside_slo(run)

@@ -2,7 +2,7 @@
 measured (optimize's RunState): the variants and policies tables, the diagnosis, the ranked
 options and the recommendation. Every number goes into a Figure with its provenance; nothing
 here formats what the renderers would recompute. run_report.py hands them to the one report
-builder (build.py), which adds the knowledge base's options and ranks them all."""
+builder (assemble.py), which adds the knowledge base's options and ranks them all."""
 
 from __future__ import annotations
 

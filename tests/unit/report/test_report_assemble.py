@@ -1,4 +1,4 @@
-"""The one report builder (report/build.py): advise and optimize assemble their Report through
+"""The one report builder (report/assemble.py): advise and optimize assemble their Report through
 it, so the goals, plans, assumptions and sources come from one code path, and whether a figure
 is measured or an estimate is decided by the figures, not by which command built the report."""
 
@@ -12,7 +12,7 @@ from infertune.measure.profile import Profile
 from infertune.measure.stages import StageReport, StageSamples
 from infertune.optimize.record import RunRecord
 from infertune.report.advisor import GENERIC_CPU, advise
-from infertune.report.build import Findings, Library, Subject, build_report
+from infertune.report.assemble import Findings, Library, Subject, build_report
 from infertune.report.knowledge import HardwareProfile, load_knowledge
 from infertune.report.options import rank_options
 from infertune.report.provenance import assert_all_figures_have_provenance
