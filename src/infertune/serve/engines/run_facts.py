@@ -5,9 +5,10 @@ Keys read (each optional; a missing one leaves the fact unknown, never invented)
   scenario.yaml   slo, traffic (mean_rps, peak_rps, pattern), deployment.cost_per_hour_usd,
                   constraints.cost_ceiling_usd_per_1k, inputs.typical.batch_size (inputs per
                   request)
-  serving.json    "curve" (measure.curve.ServiceCurve dict), "right_sizing".goodput_per_instance
+  serving.json    RunDir.serving(): .curve (the measured ServiceCurve), .simulated_goodput
                   (the sweep's simulated goodput of the chosen policy: an estimate)
-  profile.json    "cold_start".total_s (import + load + first inference in a fresh process)
+  profile.json    "cold_start".total_s (import + load + first inference in a fresh process),
+                  by key: the one figure of a large file, so a partial profile still serves
   report.json     "scale_out"."derivations"."replica_capacity_rps" when its source is
                   "measured": the per-instance goodput at the SLO the report sized from (it
                   replaces the simulated one, so serve scales on the report's measured figure)
