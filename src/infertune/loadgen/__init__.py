@@ -4,7 +4,7 @@
     runner      the open-loop runner: latency from the intended send time, client lag apart
     targets     HttpTarget (aiohttp); inprocess: InProcessTarget (an Adapter behind serve's runtime)
     result      RequestRecord, LoadResult (HDR histogram, CIs, timeline), summarise()
-    simulate    discrete-event model of a dynamic batcher: simulate(), sweep(), ServiceTime
+    server_sim  discrete-event model of a dynamic batcher: simulate(), sweep(), ServiceTime
 """
 
 from infertune.loadgen.inprocess import InProcessTarget
@@ -18,7 +18,7 @@ from infertune.loadgen.schedules import (
     build_schedule,
     parse_duration,
 )
-from infertune.loadgen.simulate import (
+from infertune.loadgen.server_sim import (
     EmpiricalServiceTime,
     LinearServiceTime,
     ServiceTime,

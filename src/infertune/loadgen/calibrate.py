@@ -1,7 +1,7 @@
 """What serve's runtime adds to the simulator's picture, measured by one short probe load test,
 so that the simulator's predictions at other rates account for it.
 
-The simulator (simulate.py) models the queue and the batcher, fed a service time measured with
+The simulator (server_sim.py) models the queue and the batcher, fed a service time measured with
 the model called alone. Served, two things differ, and both are measured from a probe run
 through serve's runtime (loadgen's InProcessTarget or an HTTP server):
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infertune.loadgen.simulate import ServiceTime
+from infertune.loadgen.server_sim import ServiceTime
 
 STAGES = ("queue", "preprocess", "inference", "postprocess")
 

@@ -14,7 +14,7 @@ import pytest
 from infertune.loadgen.llm_sweep import SweepProbe, SweepResult
 from infertune.loadgen.result import LoadResult, TimelinePoint
 from infertune.loadgen.schedules import ScheduleSpec, ScheduleStats
-from infertune.loadgen.simulate import SimResult
+from infertune.loadgen.server_sim import SimResult
 from infertune.loadgen.streaming_result import (
     SloVerdict,
     StreamingResult,

@@ -27,7 +27,7 @@ from infertune.loadgen.inprocess import InProcessTarget
 from infertune.loadgen.result import RequestRecord, is_ok
 from infertune.loadgen.runner import run_load
 from infertune.loadgen.schedules import Schedule, ScheduleSpec, build_schedule, read_trace
-from infertune.loadgen.simulate import simulate
+from infertune.loadgen.server_sim import simulate
 from infertune.measure.tail_interval import CONFIDENCE, TailInterval, tail_interval
 from infertune.models.adapter import Adapter
 from infertune.optimize.served.policy_sweep import SimStats, SimulateFn

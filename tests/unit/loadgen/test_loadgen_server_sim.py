@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 
 from infertune.config import ServePolicy
 from infertune.loadgen.schedules import ScheduleSpec, build_schedule
-from infertune.loadgen.simulate import (
+from infertune.loadgen.server_sim import (
     EmpiricalServiceTime,
     LinearServiceTime,
     ServiceTime,
