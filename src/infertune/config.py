@@ -215,6 +215,9 @@ class Scenario(_Strict):
         }
         return [name for name in FACTS if not present[name]]
 
+    # pydantic's own dump and validate, named so Serial uses them (serial.py): the scenario is
+    # written without its unset (None) facts, the file a user reads back, and a bad one is a
+    # one-line ConfigError naming its source, not pydantic's multi-line ValidationError
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
 

@@ -49,6 +49,8 @@ IN_PROCESS_ARTIFACT = "advise --measure (measured in this process; not saved)"
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    # pydantic's own dump and validate under the names Serial and the report builders use:
+    # report.json leaves out what was not measured (None) rather than writing nulls
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
 
@@ -377,6 +379,8 @@ class Report(_Model):
             raise ValueError(f"schema {self.schema_!r} is not supported; expected {SCHEMA!r}")
         return self
 
+    # as _Model's, plus the "schema" alias on writing and a one-line ConfigError naming the
+    # file and the first bad field on reading
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True, by_alias=True)
 
