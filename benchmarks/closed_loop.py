@@ -50,12 +50,13 @@ import serve_goodput as sg  # noqa: E402  (a sibling script, not a package)
 
 from infertune.config import Scenario  # noqa: E402
 from infertune.data import default_heldout, read_heldout  # noqa: E402
+from infertune.loadgen.schedules import Schedule  # noqa: E402
 from infertune.optimize.served.confirm import (  # noqa: E402
     VISITS_PER_ARM,
     drive_http,
     goodput_at,
     pooled,
-    request_bodies,
+    rate_bodies,
 )
 from infertune.optimize.served.traffic import Validation, schedule_for  # noqa: E402
 
@@ -95,19 +96,18 @@ def heldout_inputs(record: dict[str, Any]) -> tuple[list[Any], str]:
     return list(sg.SENTENCES), "serve_goodput.py's sentences (the run's data was not found)"
 
 
-def drive(port: int, scenario: Scenario, rate: float, segment_s: float, repeats: int,
-          inputs: list[Any], seed: int) -> tuple[Validation, float]:
-    """``repeats`` open-loop segments of one seeded schedule at ``rate`` with the scenario's
-    traffic shape, each with the next bodies of the seeded order (no text sent twice); their
-    pooled figures and goodput, by the rule the report's figures use (confirm.pooled /
-    goodput_at). With the confirmation's seed and segment length, the first segments send
-    what optimize's confirmation sent, so the realised rate (a short bursty window's count
-    scatters around the nominal rate) is the report's own."""
-    schedule = schedule_for(scenario.traffic, rate, seed=seed, duration_s=segment_s)
+def drive(port: int, scenario: Scenario, schedule: Schedule, repeats: int,
+          bodies: list[dict[str, Any]]) -> tuple[Validation, float]:
+    """``repeats`` open-loop segments of one seeded schedule with the scenario's traffic
+    shape, each with the next of ``bodies`` (no text sent twice); their pooled figures and
+    goodput, by the rule the report's figures use (confirm.pooled / goodput_at). With the
+    confirmation's seed and segment length the schedule is the one optimize's confirmation
+    sent, so the realised rate (a short bursty window's count scatters around the nominal
+    rate) is the report's own."""
     n = len(schedule)
-    bodies = request_bodies(inputs, repeats * n, seed=seed)
     segments = [drive_http(f"http://127.0.0.1:{port}", schedule, bodies[k * n:(k + 1) * n],
                            timeout_s=30.0) for k in range(repeats)]
+    rate = schedule.spec.rate
     val = pooled(segments, rate)
     return val, goodput_at(val, scenario.slo.targets())
 
@@ -171,11 +171,16 @@ def closed_loop(run: Path, seconds: float) -> str:
               "goodput = achieved rate x "
               "share answered when every SLO percentile held and <= 1% shed, else 0",
               flush=True)
+        # since session 9 each rate's segment is sized on its own (served/confirm_sizing.py)
+        schedules = {label: schedule_for(traffic, rate, seed=seed, duration_s=(
+            confirmation.get("seconds_at") or {}).get(label, segment_s))
+            for label, rate in (("mean", mean), ("peak", peak))}
+        # one seeded order sliced per rate, as the confirmation sends it (rate_bodies): the
+        # one server driven at both rates is never sent a text twice
+        bodies = rate_bodies(inputs, [(label, repeats * len(s)) for label, s in
+                                      schedules.items()], seed=seed)
         for label, rate in (("mean", mean), ("peak", peak)):
-            # since session 9 each rate's segment is sized on its own
-            # (optimize/served/confirm_sizing.py)
-            seg_s = (confirmation.get("seconds_at") or {}).get(label, segment_s)
-            val, got = drive(port, scenario, rate, seg_s, repeats, inputs, seed=seed)
+            val, got = drive(port, scenario, schedules[label], repeats, bodies[label])
             point = report_point(report, label)
             claimed = _value(point, "goodput")
             theirs = _value(point, "measured", tail)

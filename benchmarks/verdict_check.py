@@ -45,13 +45,16 @@ from infertune.optimize.served.traffic import burst_block_s, schedule_for  # noq
 CONTRADICTS = {("meets", "misses"), ("misses", "meets")}
 
 
-def fresh_bodies(inputs: list[Any], count: int, seed: int) -> list[dict[str, Any]]:
-    """``count`` bodies: the inputs in a new seeded order, each text with its own marker."""
+def fresh_bodies(inputs: list[Any], count: int, seed: int,
+                 label: str = "") -> list[dict[str, Any]]:
+    """``count`` bodies: the inputs in a new seeded order, each text with its own marker (the
+    rate label in it, so the one server driven at both rates never sees a text twice: its
+    response cache would answer the repeat)."""
     order = np.random.default_rng(seed).permutation(len(inputs))
     out = []
     for i in range(count):
         item = inputs[int(order[i % len(inputs)])]
-        text = f"{item} vc{seed}n{i}" if isinstance(item, str) else item
+        text = f"{item} vc{seed}{label}n{i}" if isinstance(item, str) else item
         out.append({"inputs": [text]})
     return out
 
@@ -70,7 +73,7 @@ def check_point(url: str, scenario: Scenario, label: str, rate: float, seconds: 
                 inputs: list[Any], seed: int, report: dict[str, Any]) -> list[str]:
     """Drive one rate; print each SLO percentile's two verdicts; the contradictions."""
     sched = schedule_for(scenario.traffic, rate, seed=seed, duration_s=seconds)
-    seg = drive_http(url, sched, fresh_bodies(inputs, len(sched), seed), timeout_s=60.0)
+    seg = drive_http(url, sched, fresh_bodies(inputs, len(sched), seed, label), timeout_s=60.0)
     val = pooled([seg], rate, block_s=burst_block_s(sched.spec), seed=seed)
     theirs = report_checks(report, label)
     bad: list[str] = []

@@ -21,6 +21,7 @@ from infertune.optimize.served.confirm import (
     Finalist,
     abba_order,
     confirm,
+    rate_bodies,
     request_bodies,
     served_goodput,
 )
@@ -81,18 +82,22 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
     need = NEED_SERVE_START_S + len(finals) * VISITS_PER_ARM * sum(s + 1.0
                                                                    for s in seconds.values())
     inputs = state.options.data.inputs
-    bodies = {label: request_bodies(inputs, VISITS_PER_ARM * len(sched), seed=seed)
-              for label, _, sched in rates}
-    sent = {label: len(b) for label, b in bodies.items()}
+    counts = [(label, VISITS_PER_ARM * len(sched)) for label, _, sched in rates]
+    bodies = rate_bodies(inputs, counts, seed=seed)
+    sent = [sum(n for _, n in counts)]  # bodies of the seeded order used so far
+
+    def more_bodies(label: str, count: int) -> list[dict[str, Any]]:
+        # the same seeded order continued past every body sent: texts no finalist was sent
+        start, sent[0] = sent[0], sent[0] + count
+        return request_bodies(inputs, start + count, seed=seed)[start:]
+
     extend = ExtensionPlan(
         decisive={d.label: d for d in decisive}, targets=sc.slo.targets(),
         left_s=lambda: budget.left() - NEED_AFTER_DECISIVE_S,
         # a seed of its own, so the extension's arrivals are not the ABBA segments' again
         schedule=lambda label, rate, s: schedule_for(sc.traffic, rate, seed=seed + 1,
                                                      duration_s=s),
-        # the same seeded order continued: texts no finalist was sent
-        bodies=lambda label, count: request_bodies(inputs, sent[label] + count,
-                                                   seed=seed)[sent[label]:])
+        bodies=more_bodies)
     run = RunRecord.from_state(state)
     risks = {c.variant_id: LEVELS.index(variant_risk(c, floor_margin(run, c), _manifest(
         state, c.variant_id)).level) for c in state.candidates}
