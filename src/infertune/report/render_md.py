@@ -57,7 +57,7 @@ def render_markdown(report: Report, limit: int = SUMMARY_WORD_LIMIT) -> str:
 # The problem, the diagnosis, the top three options, the recommendation and the SLO check stay.
 MOVABLE = (("measurement_plan", "The measurement plan"), ("guardrails", "The guardrails"),
            ("missing_facts", "The assumed missing facts"), ("first_week", "The first week's plan"),
-           ("options_past_3", "Options 4 and 5"))
+           ("options_past_3", "Options 4 and 5"), ("what_would", "What would meet the SLO"))
 
 
 def fit_summary(r: Report, limit: int = SUMMARY_WORD_LIMIT) -> tuple[list[str], list[str]]:
@@ -66,7 +66,8 @@ def fit_summary(r: Report, limit: int = SUMMARY_WORD_LIMIT) -> tuple[list[str], 
     lines = _summary(r, moved)
     present = {"measurement_plan": True, "guardrails": bool(r.guardrails),
                "missing_facts": bool(r.missing_facts), "first_week": bool(r.first_week),
-               "options_past_3": len(r.options) > 3}
+               "options_past_3": len(r.options) > 3,
+               "what_would": bool(r.slo_check and r.slo_check.what_would)}
     for key, _ in MOVABLE:
         if len("\n".join(lines).split()) <= limit:
             break
@@ -97,7 +98,7 @@ def _summary(r: Report, moved: list[str] | None = None) -> list[str]:
         rec = r.recommendation
         out += ["", f"**Recommendation:** {rec.title} (variant `{rec.variant_id}`). "
                     f"{as_sentence(rec.reason)}"]
-    out += _slo_check(r)
+    out += _slo_check(r, with_what_would="what_would" not in gone)
     if "first_week" not in gone:
         out += [""] + _first_week(r)
     if "measurement_plan" not in gone:
@@ -141,7 +142,8 @@ def _guardrails(r: Report) -> list[str]:
 def _moved_blocks(r: Report, moved: list[str]) -> list[str]:
     """The blocks fit_summary moved out of the summary, at the head of the details."""
     blocks = {"missing_facts": _missing_facts, "first_week": _first_week,
-              "measurement_plan": _measurement_plan, "guardrails": _guardrails}
+              "measurement_plan": _measurement_plan, "guardrails": _guardrails,
+              "what_would": _what_would}
     out: list[str] = []
     for key, _ in MOVABLE:
         if key in moved and key in blocks and (key != "missing_facts" or r.missing_facts):
@@ -149,9 +151,9 @@ def _moved_blocks(r: Report, moved: list[str]) -> list[str]:
     return out
 
 
-def _slo_check(r: Report) -> list[str]:
-    """The recommended configuration under load: measured beside predicted, then what would
-    meet the SLO when it is not met here."""
+def _slo_check(r: Report, with_what_would: bool = True) -> list[str]:
+    """The recommended configuration under load: measured beside predicted, then (unless
+    moved to the details) what would meet the SLO when it is not met here."""
     c = r.slo_check
     if c is None:
         return []
@@ -167,10 +169,14 @@ def _slo_check(r: Report) -> list[str]:
     if c.cost_ceiling is not None:
         where = {True: "within it", False: "over it", None: "not known"}[c.within_ceiling]
         out += ["", f"Cost ceiling {figure_text(c.cost_ceiling)}: {where}."]
-    if c.what_would:
-        out += ["", "**What would meet the SLO:**", ""] + [f"- {as_sentence(w)}"
-                                                           for w in c.what_would]
+    if with_what_would and c.what_would:
+        out += [""] + _what_would(r)
     return out
+
+
+def _what_would(r: Report) -> list[str]:
+    what = r.slo_check.what_would if r.slo_check is not None else []
+    return ["**What would meet the SLO:**", ""] + [f"- {as_sentence(w)}" for w in what]
 
 
 def _provenance_line(r: Report) -> str:

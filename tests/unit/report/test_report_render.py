@@ -188,3 +188,25 @@ def test_advise_interactive_on_the_command_line(tmp_path) -> None:
     assert "Deployment target [server|" in result.output
     assert "one Jetson Orin" in result.output
     assert "Redis" not in result.output.split(SUMMARY_END)[0]
+
+
+def test_what_would_meet_the_slo_moves_last_when_the_rest_is_not_enough(
+        measured_report) -> None:
+    # the demo at 19:54 (every rate missed, four intervals in the verdict, six "what would"
+    # lines) still had 736 summary words after the plans and options 4-5 had moved
+    report = _with_slo_check(measured_report)
+    check = report.slo_check
+    assert check is not None
+    many = check.model_copy(update={"what_would": [
+        f"At the {r} rate the measured {k} is 31.2 ms against the 30 ms target (1.0x) on "
+        "this machine, measured as served in its own process" for r in ("mean", "peak")
+        for k in ("p50", "p95", "p99")] * 3})
+    md = render_markdown(report.model_copy(update={"slo_check": many}))
+    summary, details = md.split(SUMMARY_END)
+    assert summary_word_count(md) <= SUMMARY_WORD_LIMIT
+    assert "**What would meet the SLO:**" not in summary
+    assert "**What would meet the SLO:**" in details and many.what_would[0] in details
+    assert "and what would meet the SLO are in the details" in summary
+    # it stays in the summary while the summary holds it
+    md = render_markdown(report)
+    assert "**What would meet the SLO:**" in md.split(SUMMARY_END)[0]
