@@ -84,14 +84,28 @@ def _serve(target: str, port: int, *extra: str) -> Any:
     return cl.start_run_server(Path(target), port, *extra)
 
 
-def measure_capacity(url: str, inputs: list[Any], seed: int) -> float:
+class Bodies:
+    """The benchmark's request bodies: one seeded order (request_bodies) handed out in
+    consecutive slices, so neither server is ever sent a text twice and its response cache
+    (on, as served) answers nothing from memory. (Each run once took the order from its start:
+    B had cached the capacity run's texts, and A and B had not seen the same texts before a
+    point, so their times differed by what each had cached.)"""
+
+    def __init__(self, inputs: list[Any], seed: int) -> None:
+        self.inputs, self.seed, self.used = inputs, seed, 0
+
+    def take(self, count: int) -> list[dict[str, Any]]:
+        start, self.used = self.used, self.used + count
+        return request_bodies(self.inputs, self.used, seed=self.seed)[start:]
+
+
+def measure_capacity(url: str, bodies: Bodies, seed: int) -> float:
     """B saturated by IN_FLIGHT requests held outstanding at all times (a schedule far past
     any capacity, capped client-side): answers per second over the second half of the run,
     once the batches have filled."""
     sched = build_schedule(ScheduleSpec("constant", rate=5000.0, duration_s=SATURATE_S,
                                         seed=seed))
-    target = HttpTarget(url + "/v1/predict", bodies=request_bodies(inputs, len(sched),
-                                                                    seed=seed), timeout_s=60)
+    target = HttpTarget(url + "/v1/predict", bodies=bodies.take(len(sched)), timeout_s=60)
     records = asyncio.run(run_schedule(sched, target, RunOptions(max_in_flight=IN_FLIGHT)))
     done = np.sort([r.done_s for r in records if is_ok(r.status)])
     if done.size < 20:
@@ -114,12 +128,28 @@ def inputs_for(target: str) -> tuple[list[Any], str]:
     return held.inputs, held.source
 
 
+def shed_counts(url: str) -> dict[str, float]:
+    """A's infertune_shed_total by reason, read from its /metrics."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("infertune_shed_total{"):
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            out[reason] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def run_point(urls: tuple[str, str], traffic: TrafficFacts, fraction: float, capacity: float,
-              seconds: float, inputs: list[Any], deadline_ms: float, seed: int) -> Point:
+              seconds: float, texts: Bodies, deadline_ms: float, seed: int) -> Point:
     rate = fraction * capacity
     sched = schedule_for(traffic, rate, seed=seed, duration_s=seconds)
-    bodies = request_bodies(inputs, len(sched), seed=seed)
+    bodies = texts.take(len(sched))  # the same to A and to B, new to both
+    before = shed_counts(urls[0])
     served = drive_http(urls[0], sched, bodies, timeout_s=60).records
+    after = shed_counts(urls[0])
+    why = {k: int(v - before.get(k, 0.0)) for k, v in after.items() if v > before.get(k, 0.0)}
+    if why:
+        print(f"  {fraction:.1f} x capacity: A's shed_total by reason {why}", flush=True)
     replay = drive_http(urls[1], sched, bodies, timeout_s=60).records
     refused, false = false_refusals(served, replay, deadline_ms)
     ok_b = np.sort([r.latency_ms for r in replay if is_ok(r.status)])
@@ -156,7 +186,8 @@ def main() -> int:
         if not deadline_ms:
             raise SystemExit(f"{args.target}: the served policy sets no timeout_ms, so no "
                              "refusal is on a stated deadline; pass a run whose policy does")
-        capacity = args.capacity or measure_capacity(urls[1], inputs, args.seed + 100)
+        texts = Bodies(inputs, args.seed)
+        capacity = args.capacity or measure_capacity(urls[1], texts, args.seed + 100)
         how = ("given" if args.capacity else f"measured: the admit-all server saturated for "
                f"{SATURATE_S:g} s with {IN_FLIGHT} requests outstanding")
         print(f"target {args.target}; served deadline timeout_ms {deadline_ms:g}; capacity "
@@ -165,7 +196,7 @@ def main() -> int:
         traffic = traffic_for(args.target, args.shape)
         failed = False
         for k, fraction in enumerate(fractions):
-            p = run_point(urls, traffic, fraction, capacity, args.seconds, inputs, deadline_ms,
+            p = run_point(urls, traffic, fraction, capacity, args.seconds, texts, deadline_ms,
                           seed=args.seed + k)
             bound = TARGETS.get(fraction)
             ok = bound is None or (p.share <= bound if bound else p.false == 0)
