@@ -176,11 +176,13 @@ def test_a_run_json_the_hand_written_record_wrote_reads_back_unchanged(tmp_path:
     # captured from RunRecord.to_dict as it was written by hand (field by field, before the
     # findings moved to one class), on this module's record() with the variant path relative
     old = json.loads((Path(__file__).parent / "run_json_hand_written.json").read_text())
+    # (a field added to RunFindings since adds its key: the old keys stay as they were)
     rec = RunRecord.from_dict(old)
-    assert rec.to_dict() == old
+    assert {k: v for k, v in rec.to_dict().items() if k in old} == old
     new = record(tmp_path).to_dict()
     new["built"] = [{**b, "path": f"variants/{b['variant_id']}"} for b in new["built"]]
-    assert new == old  # the record writes what the hand-written code wrote
+    assert [k for k in new if k in old] == list(old)  # the same keys in the same order
+    assert {k: v for k, v in new.items() if k in old} == old  # and the same values
 
 
 def test_every_finding_of_the_live_run_reaches_the_saved_record(tmp_path: Path) -> None:
