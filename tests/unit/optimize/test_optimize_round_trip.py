@@ -34,11 +34,14 @@ def test_every_sample_was_captured() -> None:
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_writes_what_the_hand_written_to_dict_wrote(name: str) -> None:
-    data = written(SAMPLES[name])
-    assert json.loads(json.dumps(data)) == OLD[name]
+    data = json.loads(json.dumps(written(SAMPLES[name])))
+    old = OLD[name]
+    # every key the hand-written code wrote, with its value; a field added since adds only
+    # its own key (so a new measured field stays one edit in its class)
+    assert {k: v for k, v in data.items() if k in old} == old
     # the same keys in the same order (a nested class from another package, ServiceCurve,
     # keeps its own order: its own tests hold it)
-    assert list(data) == list(OLD[name])
+    assert [k for k in data if k in old] == list(old)
 
 
 @pytest.mark.parametrize("name", sorted(set(SAMPLES) - WRITE_ONLY))
