@@ -114,6 +114,30 @@ def measure_capacity(url: str, bodies: Bodies, seed: int) -> float:
     return float((half.size - 1) / (half[-1] - half[0]))
 
 
+def open_loop_capacity(url: str, traffic: TrafficFacts, closed: float, texts: Bodies,
+                       deadline_ms: float, seed: int, probe_s: float = 8.0,
+                       probes: int = 6) -> float:
+    """The highest open-loop rate (the traffic's shape) at which B, admitting everything,
+    answers every request 2xx with its p99 within the deadline: a bisection between 0.3 and 1.0
+    of the closed-loop capacity, ``probes`` probes of ``probe_s`` seconds. The closed-loop
+    figure (64 requests held outstanding) is B's throughput with its batches always full; an
+    open-loop client on the same cores, with arrivals that bunch, sustains less."""
+    low, high = 0.3 * closed, closed
+    for k in range(probes):
+        rate = (low + high) / 2
+        sched = schedule_for(traffic, rate, seed=seed + k, duration_s=probe_s)
+        records = drive_http(url, sched, texts.take(len(sched)), timeout_s=60).records
+        ok = np.sort([r.latency_ms for r in records if is_ok(r.status)])
+        holds = (ok.size == len(records) and ok.size > 0
+                 and float(np.percentile(ok, 99)) <= deadline_ms)
+        print(f"  open-loop probe {rate:7.1f} req/s: p99 "
+              f"{float(np.percentile(ok, 99)) if ok.size else float('inf'):7.1f} ms, "
+              f"{len(records) - ok.size} not 2xx -> {'holds' if holds else 'does not'}",
+              flush=True)
+        low, high = (rate, high) if holds else (low, rate)
+    return low
+
+
 def traffic_for(target: str, shape: str) -> TrafficFacts:
     if shape == "scenario" and Path(target, "run.json").is_file():
         record = json.loads(Path(target, "run.json").read_text())
@@ -166,6 +190,9 @@ def main() -> int:
     ap.add_argument("--fractions", default="0.1,0.5,0.9")
     ap.add_argument("--capacity", type=float, default=None, help="req/s; default: measured")
     ap.add_argument("--shape", choices=("poisson", "scenario"), default="poisson")
+    ap.add_argument("--capacity-mode", choices=("closed", "open"), default="closed",
+                    help="closed: B's throughput with 64 requests outstanding; open: the "
+                    "highest open-loop rate B holds within the deadline (open_loop_capacity)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--deadline-ms", type=float, default=None,
                     help="serve A with this --timeout-ms (default: the target's own policy)")
@@ -187,13 +214,20 @@ def main() -> int:
             raise SystemExit(f"{args.target}: the served policy sets no timeout_ms, so no "
                              "refusal is on a stated deadline; pass a run whose policy does")
         texts = Bodies(inputs, args.seed)
+        traffic = traffic_for(args.target, args.shape)
         capacity = args.capacity or measure_capacity(urls[1], texts, args.seed + 100)
         how = ("given" if args.capacity else f"measured: the admit-all server saturated for "
                f"{SATURATE_S:g} s with {IN_FLIGHT} requests outstanding")
+        if args.capacity_mode == "open" and not args.capacity:
+            closed = capacity
+            capacity = open_loop_capacity(urls[1], traffic, closed, texts, deadline_ms,
+                                          args.seed + 200)
+            how = (f"measured open-loop: the highest rate of {args.shape} arrivals the "
+                   f"admit-all server answered within the {deadline_ms:g} ms deadline at its "
+                   f"p99; closed-loop {closed:.1f} req/s")
         print(f"target {args.target}; served deadline timeout_ms {deadline_ms:g}; capacity "
               f"{capacity:.1f} req/s ({how}); shape {args.shape}; inputs: {source}",
               flush=True)
-        traffic = traffic_for(args.target, args.shape)
         failed = False
         for k, fraction in enumerate(fractions):
             p = run_point(urls, traffic, fraction, capacity, args.seconds, texts, deadline_ms,
