@@ -244,15 +244,17 @@ class RequestQueue:
         return item.deadline - self._clock() - self._batch_service(item)
 
     def _batch_service(self, item: WorkItem) -> float:
-        """The service floor of the smallest batch that holds ``item``: one of its own inputs.
-        A floor, not the typical time: a request is shed only once even the fastest measured
-        batch it could be in would answer it late. (The batch it would join at enqueue, the
-        inputs ahead and its own, is no lower bound: by the time its timer fires the queue
-        ahead has drained into other batches and a worker that frees up runs it in a smaller
-        one. Timed by that batch, a 1-text request with 3 ahead was shed at its deadline less
-        a batch of 4, and at 0.9 of capacity 1.3% of requests were refused that an admit-all
-        replay answered in time; benchmarks/false_shed.py, session of 2026-12-04.)"""
-        return self._service_floor(len(item.inputs))
+        """A floor on the batch that will answer ``item``: the smaller of two floors, the
+        batch of its own inputs alone and the batch it would join at enqueue (the inputs ahead
+        and its own). A floor, not the typical time: a request is shed only once even the
+        fastest measured batch it could be in would answer it late. Either alone is no lower
+        bound: the queue ahead may drain into other batches and a freed worker run it in a
+        smaller one; and under load, when every batch is full, the single-input bucket has no
+        recent batch and its floor falls back to the warm-up's median over every length
+        (session of 2026-12-04: benchmarks/false_shed.py at 0.9 of capacity refused 0.3-1.0%
+        with either rule alone; this one was not measured there)."""
+        return min(self._service_floor(len(item.inputs)),
+                   self._service_floor(self.inputs_ahead(item.priority) + len(item.inputs)))
 
     def _expire(self, item: WorkItem) -> None:
         item.timer = None

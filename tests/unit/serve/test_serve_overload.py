@@ -104,16 +104,36 @@ def test_a_queued_request_is_timed_out_by_the_smallest_batch_that_holds_it() -> 
                              service_estimate=lambda n: sizes.append(n) or 0.010 * n)
         early = _item(deadline=100.1, n=2)
         queue.put(early)
-        assert early.timer is not None and sizes[-1] == 2
+        assert early.timer is not None and sizes[-2:] == [2, 2]
         later = _item(deadline=100.1, n=3)
         queue.put(later)  # 2 inputs ahead of its 3: it may still run in a batch of its own
-        assert sizes[-1] == 3
-        # its timer fires when the deadline minus a batch of its own 3 inputs is reached (the
-        # batch it would join at enqueue, 5 inputs, shed requests a worker freed in time for)
+        assert sizes[-2:] == [3, 5]  # its own batch and the one it would join
+        # its timer fires when the deadline minus the smaller floor, a batch of its own 3
+        # inputs, is reached (the batch it would join at enqueue, 5 inputs, is no floor)
         left = later.timer.when() - asyncio.get_running_loop().time()
         assert left == pytest.approx(0.1 - 0.03, abs=0.005)
         early.timer.cancel()
         later.timer.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_single_input_floor_from_the_warm_up_does_not_shed_a_request_early() -> None:
+    # under load every batch is full: the single-input bucket has no recent batch and its
+    # floor is the warm-up's median over every length (50 ms here), no floor of what will run
+    async def scenario() -> None:
+        clock = Clock()
+        queue = RequestQueue(64, clock=clock,
+                             service_estimate=lambda n: 0.050 if n == 1 else 0.010)
+        ahead = [_item(deadline=100.3, n=1) for _ in range(3)]
+        for item in ahead:
+            queue.put(item)
+        last = _item(deadline=100.1, n=1)
+        queue.put(last)  # 3 ahead: it joins a batch of 4, whose floor is 10 ms
+        left = last.timer.when() - asyncio.get_running_loop().time()
+        assert left == pytest.approx(0.1 - 0.010, abs=0.005)
+        for item in [*ahead, last]:
+            item.timer.cancel()
 
     asyncio.run(scenario())
 
