@@ -16,6 +16,7 @@ from infertune.errors import ConfigError
 if TYPE_CHECKING:  # the runner (numpy, asyncio) is imported when a test runs, not for --help
     from infertune.loadgen.runner import RunOptions
     from infertune.loadgen.schedules import ScheduleSpec
+    from infertune.loadgen.stream_files import StreamRunFile, StreamSweepFile
 
 
 @dataclass(frozen=True)
@@ -114,12 +115,11 @@ def run_streaming(url: str, spec: ScheduleSpec, args: StreamArgs, options: RunOp
 
     payload = _sweep(run_at, spec, args) if args.sweep else _once(run_at, spec, target, last)
     if json_out is not None:
-        from infertune.jsonfile import write_json
-
-        write_json(json_out, payload)
+        payload.save(json_out)
 
 
-def _once(run_at: Any, spec: ScheduleSpec, target: Any, last: list[Any]) -> dict[str, Any]:
+def _once(run_at: Any, spec: ScheduleSpec, target: Any, last: list[Any]) -> StreamRunFile:
+    from infertune.loadgen.stream_files import StreamRunFile
     from infertune.loadgen.streaming_result import per_request
     from infertune.loadgen.workloads import prefix_reuse
 
@@ -129,18 +129,16 @@ def _once(run_at: Any, spec: ScheduleSpec, target: Any, last: list[Any]) -> dict
     typer.echo(f"prefix reuse sent: {reuse.share:.0%} of the prompt characters had been "
                f"sent before in this run ({reuse.requests_reusing} of {reuse.requests} "
                "requests reused at least 64)" + _cached(last))
-    return {"schema": "infertune.loadtest-stream/v1", "spec": spec.to_dict(),
-            "result": result.to_dict(), "requests": [per_request(r) for r in last],
-            "prefix_reuse": reuse.model_dump()}
+    return StreamRunFile(spec, result, [per_request(r) for r in last], reuse)
 
 
-def _sweep(run_at: Any, spec: ScheduleSpec, args: StreamArgs) -> dict[str, Any]:
+def _sweep(run_at: Any, spec: ScheduleSpec, args: StreamArgs) -> StreamSweepFile:
     from infertune.loadgen.llm_sweep import sweep
+    from infertune.loadgen.stream_files import StreamSweepFile
 
     found = sweep(run_at, spec.rate, max_steps=args.sweep_steps)
     _print_sweep(found)
-    return {"schema": "infertune.loadtest-sweep/v1", "spec": spec.to_dict(),
-            "sweep": found.to_dict()}
+    return StreamSweepFile(spec, found)
 
 
 def _cached(records: list[Any]) -> str:

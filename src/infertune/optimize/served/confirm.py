@@ -83,6 +83,7 @@ from infertune.optimize.served.traffic import (
     record_intervals,
 )
 from infertune.serial import Serial
+from infertune.serve.openapi import ConfigBody
 
 
 class ServeStartError(InternalError):
@@ -330,9 +331,9 @@ class ServedProcess:
         except OSError as exc:
             self.start_error = f"could not run {self.command[0]}: {exc}"
 
-    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+    def wait_ready(self, timeout_s: float) -> ConfigBody:
         """Wait for /readyz 200 and return /v1/config; ServeStartError when it exits or is not
-        ready in ``timeout_s``."""
+        ready in ``timeout_s`` (ValueError when /v1/config is not JSON or not a ConfigBody)."""
         if self.proc is None:
             raise ServeStartError(f"infertune serve {self.finalist.key} did not start: "
                                   f"{self.start_error or 'start() was not called'}")
@@ -344,7 +345,7 @@ class ServedProcess:
             try:
                 if httpx.get(self.url + "/readyz", timeout=2.0).status_code == 200:
                     data = httpx.get(self.url + "/v1/config", timeout=5.0).json()
-                    return dict(data)
+                    return ConfigBody.model_validate(data)
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
@@ -423,8 +424,9 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
             arm.pid = proc.pid
             try:
                 config = proc.wait_ready(max(1.0, deadline - time.monotonic()))
-                arm.effective_policy = dict(config.get("policy") or {})
-            except (ServeStartError, ValueError) as exc:  # ValueError: /v1/config not JSON
+                arm.effective_policy = dict(config.policy)
+            # ValueError: /v1/config not JSON, or pydantic's ValidationError (a ValueError)
+            except (ServeStartError, ValueError) as exc:
                 arm.error = str(exc)
                 conf.notes.append(f"{arm.key}: not confirmed as served: {exc}")
                 proc.stop()

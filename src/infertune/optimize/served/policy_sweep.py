@@ -140,7 +140,10 @@ def policy_id(policy: ServePolicy) -> str:
 
 
 def policy_knobs(policy: ServePolicy) -> dict[str, Any]:
-    """The knobs the sweep chose, as a ServePolicy dict serve/ can load."""
+    """The knobs the sweep chose, as a ServePolicy dict serve/ can load. PolicyResult keeps this
+    dict rather than the ServePolicy: run.json holds the policy with None left out, and Serial
+    would write a pydantic field with every None; ``PolicyResult.serve_policy`` gives it back
+    typed (rank_key and measured_key read it so)."""
     return policy.model_dump(mode="json", exclude_none=True)
 
 
@@ -181,7 +184,7 @@ def rank_key(result: PolicyResult, slo: dict[str, float]) -> tuple[Any, ...]:
     """Meets the SLO at peak first, then at mean; then, at a rate that misses it, the smaller
     share shed; then the lowest tail at peak, fewer workers (cheaper), the simpler policy.
     ``ranked`` adds the tie rule on the tail."""
-    return _key(result.at_peak, result.at_mean, result.policy, slo)
+    return _key(result.at_peak, result.at_mean, result.serve_policy, slo)
 
 
 # Tails within 10% of the best are a tie: the simulator's error and the run-to-run spread of a
@@ -214,7 +217,7 @@ def ranked(results: Sequence[PolicyResult], slo: dict[str, float], *,
     return out
 
 
-def _key(peak: SimStats | None, mean: SimStats | None, policy: dict[str, Any],
+def _key(peak: SimStats | None, mean: SimStats | None, policy: ServePolicy,
          slo: dict[str, float]) -> tuple[Any, ...]:
     """The one ordering of policies, simulated or load-tested (None: not load-tested at that
     rate, which counts as missing the SLO). A shed is a miss: ranked on the tail of the
@@ -236,7 +239,7 @@ def _key(peak: SimStats | None, mean: SimStats | None, policy: dict[str, Any],
     (peak_missed, peak_shed), (mean_missed, mean_shed) = miss(peak), miss(mean)
     return (peak_missed, mean_missed, peak_shed, mean_shed,
             round(peak.percentile(tail), 3) if peak is not None else math.inf,
-            policy["workers"], policy["max_batch_size"], policy["max_wait_ms"])
+            policy.workers, policy.max_batch_size, policy.max_wait_ms)
 
 
 def validation_key(variant_id: str, policy_id: str, label: str) -> str:
@@ -247,7 +250,7 @@ def validation_key(variant_id: str, policy_id: str, label: str) -> str:
 def measured_key(result: PolicyResult, slo: dict[str, float]) -> tuple[Any, ...]:
     """rank_key on the load-tested figures (serve's runtime) instead of the simulated ones; a
     rate that was not load-tested counts as not meeting the SLO."""
-    return _key(result.validated_peak, result.validated_mean, result.policy, slo)
+    return _key(result.validated_peak, result.validated_mean, result.serve_policy, slo)
 
 
 def rerank_measured(result: SweepResult) -> None:

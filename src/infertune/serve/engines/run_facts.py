@@ -89,6 +89,8 @@ def read_run(run_dir: Path, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> RunFa
         measured = _measured_capacity(run.read(paths.report_json), paths.report_json)
         if measured is not None:
             facts = replace(facts, goodput=measured)
+    # by key, not RunDir.profile(): a profile whose other sections no longer validate (an older
+    # run's) still gives its cold start, the one figure serve needs from it
     cold = run.read(paths.profile).get("cold_start") if paths.profile.is_file() else None
     if isinstance(cold, dict) and cold.get("total_s") is not None:
         facts = replace(facts, cold_start=cold_start_fact(float(cold["total_s"]),
@@ -161,6 +163,8 @@ def plan_from(facts: RunFacts, policy: ServePolicy, limits: Limits | None = None
 
 
 def _measured_capacity(report: dict[str, Any], path: Path) -> Sourced | None:
+    # report.json as a dict, not report.schema.Report: report/ is a layer above serve/
+    # (tests/unit/test_import_graph.py's LAYERS), so serve reads this one figure by key
     scale_out = report.get("scale_out")
     figure = (scale_out.get("derivations") or {}).get("replica_capacity_rps") if isinstance(
         scale_out, dict) else None

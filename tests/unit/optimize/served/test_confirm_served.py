@@ -36,6 +36,7 @@ from infertune.optimize.served.confirm_sizing import DecisiveRun
 from infertune.optimize.served.policy_sweep import SimStats
 from infertune.optimize.served.traffic import Validation
 from infertune.report.run_report import build_run_report
+from infertune.serve.openapi import ConfigBody, ModelRef
 
 SLO = {"p95": 50.0, "p99": 80.0}
 
@@ -149,11 +150,13 @@ class _Fake(ServedProcess):
     def start(self) -> None:
         self.proc = None
 
-    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+    def wait_ready(self, timeout_s: float) -> ConfigBody:
         if self.finalist.variant_id in self.fail:
             raise ServeStartError(f"infertune serve {self.finalist.key} exited with code 1: "
                                   "boom")
-        return {"policy": self.finalist.policy}
+        return ConfigBody(model=ModelRef(id=self.finalist.variant_id, version="1"),
+                          policy=self.finalist.policy, default_deadline_ms=None,
+                          worker_kind="thread")
 
     def stop(self) -> None:
         return None
