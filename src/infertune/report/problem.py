@@ -53,6 +53,10 @@ def problem(sc: Scenario, hw: HardwareProfile, inside: bool | None, *, hardware_
         verdict = "; it is already inside its SLO, so the question is cost"
     elif inside is False:
         verdict = "; it misses its SLO"
+    elif measured_inside and targets:
+        # the baseline's intervals straddle a target (or a point has none): neither verdict
+        verdict = ("; measured here, whether the baseline meets the SLO unloaded is not shown "
+                   "(a percentile's confidence interval straddles its target)")
     statement = f"{what[0].upper()}{what[1:]}{framework}{where}{state}{against}{traffic}{verdict}."
     return Problem(statement=statement,
                    latency_goal=_latency_goal({**targets, **{

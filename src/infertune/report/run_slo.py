@@ -236,14 +236,27 @@ def _shown(point: SloPoint) -> str:
 def what_would(run: RunRecord, best: PolicyResult, check: SloCheck) -> list[str]:
     out: list[str] = []
     for p in check.points:
+        verdicts = {c.key: c for c in p.checks}
         for key, target in check.targets.items():
             fig = getattr(p.measured, key, None)
-            if fig is not None and fig.value is not None and fig.value > target:
+            if fig is None or fig.value is None or fig.value <= target:
+                continue
+            found = verdicts.get(key)
+            if found is not None and found.verdict == "misses":
                 out.append(f"at the {p.label} rate the measured {key} is {fig.value:.1f} ms "
-                           f"against the {target:g} ms target ({fig.value / target:.1f}x)")
+                           f"against the {target:g} ms target ({fig.value / target:.1f}x), its "
+                           f"interval {_ms(found.low)}-{_ms(found.high)} ms lying above it")
+            else:  # a point estimate over the target whose interval does not show a miss
+                out.append(f"at the {p.label} rate the measured {key} ({fig.value:.1f} ms) is "
+                           f"not shown to meet the {target:g} ms target: "
+                           f"{found.why if found is not None else 'no interval recorded'}")
     out += _instances(run, best, check)
     out += _long_inputs(run, check)
     return out
+
+
+def _ms(bound: float | None) -> str:
+    return "unbounded" if bound is None else f"{bound:.1f}"
 
 
 def _instances(run: RunRecord, best: PolicyResult, check: SloCheck) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from infertune.measure.summary import percentile_key
 from infertune.models.adapter import Adapter
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.ranking import (
@@ -80,13 +81,22 @@ def floor_margin(run: RunRecord, cand: Candidate) -> float | None:
 
 
 def measured_inside_slo(run: RunRecord) -> bool | None:
-    """Measured: the baseline's unloaded batch-1 percentiles against every SLO target; the
-    scenario's stated figures when nothing was measured."""
+    """Measured: the baseline's unloaded batch-1 percentiles against every SLO target, from
+    their confidence intervals (meets / misses / not shown): True when every interval lies at
+    or below its target, False when one lies above, None (not shown) otherwise, a point
+    estimate without an interval included. The scenario's stated figures when nothing was
+    measured."""
     targets = run.scenario.slo.targets()
     if not targets or run.profile is None:
         return inside_slo(run.scenario)
     e2e = run.profile.stages.summaries["e2e"]
-    return all(e2e.p(float(k[1:])) <= v for k, v in targets.items())
+    found = [e2e.percentiles[percentile_key(float(k[1:]))] for k in targets]
+    if any(f.low is not None and f.low > v for f, v in zip(found, targets.values(), strict=True)):
+        return False
+    if all(f.high is not None and f.high <= v
+           for f, v in zip(found, targets.values(), strict=True)):
+        return True
+    return None
 
 
 def common_baseline_ms(candidates: Sequence[Candidate], key: str) -> float | None:
