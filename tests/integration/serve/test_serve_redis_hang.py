@@ -21,10 +21,12 @@ from infertune.serve import create_app
 from infertune.serve.cache import MISS, LayeredCache, LRUCache, RedisCache, redis_client
 from infertune.serve.testing import GatedAdapter
 
-TIMEOUT_S = 0.2  # redis_timeout_ms=200
-# what a busy 2-core machine adds to a 200 ms socket timeout: event-loop and scheduler delay,
-# never a second timeout
-SLACK_S = 0.25
+TIMEOUT_S = 0.5  # redis_timeout_ms=500
+# what a busy 2-core machine adds to a 500 ms socket timeout: event-loop and scheduler delay.
+# Below one more timeout, so a lookup that waited for two (a retry, a reconnect) fails the
+# bound; with a 200 ms timeout and 250 ms of slack, two timeouts (400 ms) passed it.
+SLACK_S = 0.3
+assert TIMEOUT_S + SLACK_S < 2 * TIMEOUT_S
 
 
 def _cache(url: str, errors: list[int]) -> LayeredCache:
@@ -106,7 +108,8 @@ def test_serve_with_a_hung_redis_answers_within_the_timeout(black_hole) -> None:
     """The same bound through the served app: ServePolicy.redis_timeout_ms is the socket
     timeout the runtime gives its Redis client, so a request waits for Redis at most that long
     and is answered from the model; the failure is counted on /metrics."""
-    app = create_app(GatedAdapter(), ServePolicy(redis_url=black_hole, redis_timeout_ms=200,
+    app = create_app(GatedAdapter(), ServePolicy(redis_url=black_hole,
+                                                 redis_timeout_ms=TIMEOUT_S * 1000,
                                                  max_wait_ms=0, cache_size=0))
     with running(app) as url:
         t0 = time.perf_counter()
