@@ -75,7 +75,32 @@ def fit_summary(r: Report, limit: int = SUMMARY_WORD_LIMIT) -> tuple[list[str], 
             continue
         moved.append(key)
         lines = _summary(r, moved)
-    return lines, moved
+    return _cut_to(lines, limit), moved
+
+
+CUT_NOTE = ("*(The summary stops here at its {limit}-word limit; report.json holds every "
+            "figure and statement in full.)*")
+
+
+def _cut_to(lines: list[str], limit: int) -> list[str]:
+    """``lines`` if they hold at most ``limit`` words (as ``wc -w`` counts), else the first
+    words that fit with CUT_NOTE after them: the last resort once every movable block has
+    moved (a long problem statement or verdict alone can pass the limit)."""
+    if len("\n".join(lines).split()) <= limit:
+        return lines
+    note = CUT_NOTE.format(limit=limit)
+    room = limit - len(note.split())
+    out: list[str] = []
+    for line in lines:
+        words = line.split()
+        if len(words) <= room:
+            out.append(line)
+            room -= len(words)
+            continue
+        if room > 0:
+            out.append(" ".join(words[:room]) + "…")
+        break
+    return [*out, "", note]
 
 
 def _summary(r: Report, moved: list[str] | None = None) -> list[str]:

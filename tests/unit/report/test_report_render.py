@@ -15,6 +15,7 @@ from infertune.report.artifacts import CONFIRMATION
 from infertune.report.interview import interview
 from infertune.report.render import render, write_report
 from infertune.report.render_md import (
+    CUT_NOTE,
     SUMMARY_END,
     SUMMARY_WORD_LIMIT,
     _summary,
@@ -210,3 +211,26 @@ def test_what_would_meet_the_slo_moves_last_when_the_rest_is_not_enough(
     # it stays in the summary while the summary holds it
     md = render_markdown(report)
     assert "**What would meet the SLO:**" in md.split(SUMMARY_END)[0]
+
+
+def test_a_summary_too_long_after_every_move_is_cut_at_the_limit(measured_report) -> None:
+    """Once every movable block has moved, a long problem statement and verdict alone can
+    pass the limit: the summary is cut at the limit's last word, with a note saying so."""
+    report = _with_slo_check(measured_report)
+    check = report.slo_check
+    assert check is not None
+    long = report.model_copy(update={
+        "problem": report.problem.model_copy(update={"statement": "word " * 600}),
+        "slo_check": check.model_copy(update={"verdict": "verdict " * 300})})
+    md = render_markdown(long)
+    summary, details = md.split(SUMMARY_END)
+    assert summary_word_count(md) == len(summary.split()) == SUMMARY_WORD_LIMIT
+    assert summary.rstrip().endswith(CUT_NOTE.format(limit=SUMMARY_WORD_LIMIT))
+    assert "verdict" not in summary  # the verdict comes after the statement: cut off
+    assert summary.count(" word") == 600  # the whole statement fits before the limit
+    # a limit inside the statement: it is cut within it, with the ellipsis, still at the limit
+    md = render_markdown(long, limit=300)
+    summary = md.split(SUMMARY_END)[0]
+    assert summary_word_count(md) == 300 and "word…" in summary
+    # a summary under the limit is not cut
+    assert CUT_NOTE.format(limit=SUMMARY_WORD_LIMIT) not in render_markdown(measured_report)
