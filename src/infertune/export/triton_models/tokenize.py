@@ -24,6 +24,10 @@ import transformers
 import triton_python_backend_utils as pb_utils
 
 
+# ``settings`` stays a plain dict read by key on purpose: this file is copied into the Triton
+# model repository and runs inside Triton's Python backend, where infertune is not installed,
+# so it cannot import Preprocessing (models/variant.py) or any other infertune type; it imports
+# only the standard library, numpy, transformers and Triton's own pb_utils.
 def padded_length(longest: int, settings: dict[str, Any]) -> int:
     """The same rule as TextPreprocess.padded_length."""
     max_length = int(settings["max_length"])

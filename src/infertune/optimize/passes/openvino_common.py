@@ -10,6 +10,7 @@ and the export is what every other engine starts from too, so their numerics com
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import random
 import tempfile
@@ -132,6 +133,30 @@ class ShapeTiming(Serial):
         return replace(self, p50_ms=round(self.p50_ms, 3), p95_ms=round(self.p95_ms, 3))
 
 
+@dataclass(frozen=True)
+class ShapeTrial(Serial):
+    """One shape mode as timed on its fresh runner: ShapeTiming and its two compile times."""
+
+    p50_ms: float
+    p95_ms: float
+    calls: int
+    empty_cache_s: float
+    warm_cache_s: float
+
+
+@dataclass(frozen=True)
+class ShapeChoice(Serial):
+    """choose_shapes' evidence, as the record's ``shapes`` holds it."""
+
+    measured_on: str
+    batch: int
+    static_lengths: list[int]
+    chosen: str  # "dynamic" | "static"
+    rule: str
+    dynamic: ShapeTrial
+    static: ShapeTrial
+
+
 def static_lengths(manifest: Manifest) -> list[int]:
     """The sequence lengths to compile statically: the manifest's buckets up to max_length,
     and max_length itself (so every input fits one)."""
@@ -152,7 +177,7 @@ def choose_shapes(xml: Path, settings: OpenVinoSettings, manifest: Manifest, ctx
     inputs = list(ctx.sample_inputs())
     random.Random(0).shuffle(inputs)
     timings: dict[str, list[float]] = {k: [] for k in candidates}
-    compile_s: dict[str, dict[str, float]] = {}
+    compile_s: dict[str, tuple[float, float]] = {}  # (empty cache, warm cache) seconds
     with tempfile.TemporaryDirectory() as tmp:
         runners = {}
         for key, cand in candidates.items():
@@ -160,7 +185,7 @@ def choose_shapes(xml: Path, settings: OpenVinoSettings, manifest: Manifest, ctx
             runners[key] = OvRunner(str(xml), cand, cache_dir=cache)
             cold = runners[key].compile_s
             warm = OvRunner(str(xml), cand, cache_dir=cache).compile_s
-            compile_s[key] = {"empty_cache_s": round(cold, 3), "warm_cache_s": round(warm, 3)}
+            compile_s[key] = (round(cold, 3), round(warm, 3))
         adapters = {k: ctx.baseline.with_runner(r) for k, r in runners.items()}
         for _ in range(2):
             for text in inputs:
@@ -172,11 +197,12 @@ def choose_shapes(xml: Path, settings: OpenVinoSettings, manifest: Manifest, ctx
              for k, v in timings.items()}
     static_wins = found["static"].p95_ms < found["dynamic"].p95_ms * (1 - STATIC_MARGIN)
     chosen = "static" if static_wins else "dynamic"
-    record.settings["shapes"] = {
-        "measured_on": ctx.hardware.cpu_model, "batch": 1,
-        "static_lengths": lengths, "chosen": chosen,
-        "rule": f"static only when its p95 is over {STATIC_MARGIN:.0%} below dynamic's",
-        **{k: t.to_settings().to_dict() | compile_s[k] for k, t in found.items()}}
+    trials = {k: ShapeTrial(**dataclasses.asdict(t.to_settings()), empty_cache_s=compile_s[k][0],
+                            warm_cache_s=compile_s[k][1]) for k, t in found.items()}
+    record.settings["shapes"] = ShapeChoice(
+        measured_on=ctx.hardware.cpu_model, batch=1, static_lengths=lengths, chosen=chosen,
+        rule=f"static only when its p95 is over {STATIC_MARGIN:.0%} below dynamic's",
+        dynamic=trials["dynamic"], static=trials["static"]).to_dict()
     if static_wins:
         pre = manifest.preprocessing
         pre.padding, pre.buckets = "bucket", lengths

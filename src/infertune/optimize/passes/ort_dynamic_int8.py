@@ -5,7 +5,7 @@ more accuracy for the same kernels. Activation/weight types follow the CPU (see 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from infertune.errors import NotApplicableError
@@ -79,7 +79,7 @@ class OrtDynamicInt8Pass(OrtDerivedPass):
 
         choose_int8_scheme(ctx, dst, record, build)
         # onnxruntime's DynamicQuantizeLinear makes uint8 activations whatever the CPU
-        record.settings["activation_type"] = "uint8"
+        record.settings |= replace(self.settings(), activation_type="uint8").to_dict()
         if not any(op in op_counts(dst) for op in INT8_OPS):
             raise NotApplicableError(
                 "no MatMul, Gemm or Attention with constant weights to quantize dynamically (a "

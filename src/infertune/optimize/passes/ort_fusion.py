@@ -12,7 +12,7 @@ clearly slower it keeps them apart, offline and at session load (SkipLayerNormFu
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -111,9 +111,10 @@ class OrtFusionPass(OrtDerivedPass):
         fuse = self.skip_layernorm == "fused"
         if self.skip_layernorm == "auto":
             probe = time_skip_layernorm(config.hidden_size)
-            record.settings["skip_layernorm_probe"] = probe.to_settings().to_dict()
+            record.settings |= replace(self.settings(),
+                                       skip_layernorm_probe=probe.to_settings()).to_dict()
             fuse = probe.fuse
-        record.settings["skip_layernorm_fused"] = fuse
+        record.settings |= replace(self.settings(), skip_layernorm_fused=fuse).to_dict()
         options = FusionOptions("bert")
         options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = fuse
         # opt_level 0: only the python fusions here; the session applies its own levels at load
@@ -123,7 +124,7 @@ class OrtFusionPass(OrtDerivedPass):
         stats = {k: v for k, v in model.get_fused_operator_statistics().items() if v}
         if not stats:
             raise NotApplicableError("the transformer optimizer fused nothing in this graph")
-        record.settings["optimizer_reported"] = stats
+        record.settings |= replace(self.settings(), optimizer_reported=stats).to_dict()
         model.save_model_to_file(str(dst))
 
     def update(self, manifest: Manifest, ctx: PassContext, record: PassRecord) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -83,7 +83,7 @@ class OrtStaticInt8Pass(OrtDerivedPass):
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
         inputs = ctx.calibration_inputs()
-        record.settings["calibration_inputs"] = len(inputs)
+        record.settings |= replace(self.settings(), calibration_inputs=len(inputs)).to_dict()
         methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                    "percentile": CalibrationMethod.Percentile}
         with tempfile.TemporaryDirectory() as tmp:

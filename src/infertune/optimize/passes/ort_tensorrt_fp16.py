@@ -9,7 +9,7 @@ does not take run on CUDA. The profile's opt shape comes from the traffic's toke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from infertune.models.gpu import GpuProvider, OrtGpuSettings, TrtProfile, trt_profile
@@ -22,14 +22,14 @@ from infertune.optimize.passes._gpu import (
     OrtGpuPass,
     ProvidersFn,
 )
-from infertune.optimize.passes.base import PassContext
+from infertune.optimize.passes.base import PassContext, built
 from infertune.optimize.passes.facts import UNKNOWN_COST, InPlan, PassFacts
 from infertune.optimize.passes.registry import register
 
 
 @dataclass(frozen=True, kw_only=True)
 class TensorrtSettings(GpuPassSettings):
-    """The engine options asked for (the record adds the profile and symbolic_shapes)."""
+    """The engine options asked for, and (at build) symbolic_shapes and the traffic profile."""
 
     max_batch: int
     opt_batch: int
@@ -37,6 +37,8 @@ class TensorrtSettings(GpuPassSettings):
     trt_fp16_enable: bool = True
     engine_cache: bool = True
     io_binding: bool = True
+    symbolic_shapes: bool | None = built()
+    profile: dict[str, str] | None = built()  # the trt_profile_* provider options
 
 
 @register("ort_tensorrt_fp16", facts=PassFacts(
@@ -67,7 +69,7 @@ class OrtTensorrtFp16Pass(OrtGpuPass):
 
         inferred = SymbolicShapeInference.infer_shapes(onnx.load(str(src)), auto_merge=True)
         onnx.save(inferred, str(dst))
-        record.settings["symbolic_shapes"] = True
+        record.settings |= replace(self.settings(), symbolic_shapes=True).to_dict()
 
     def gpu_settings(self, manifest: Manifest, ctx: PassContext,
                      record: PassRecord) -> OrtGpuSettings:
@@ -77,7 +79,8 @@ class OrtTensorrtFp16Pass(OrtGpuPass):
             manifest.notes.append("no token inputs: TensorRT builds an engine for each new "
                                   "input shape on first sight (no explicit profile)")
         else:
-            record.settings["profile"] = profile.provider_options()
+            record.settings |= replace(self.settings(),
+                                       profile=profile.provider_options()).to_dict()
             manifest.notes.append(
                 f"TensorRT profile tuned for batch {self.opt_batch} x "
                 f"{profile.opt_shapes[manifest.inputs[0].name][1]} tokens (traffic p50 "
