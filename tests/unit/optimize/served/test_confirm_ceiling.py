@@ -65,7 +65,7 @@ def _confirm(tmp_path: Path, ceiling: float | None) -> Confirmation:
         return Segment(records, schedule.duration_s)
 
     rates = [("mean", 10.0, _schedule()), ("peak", 10.0, _schedule())]
-    bodies = {"mean": [{}] * 400, "peak": [{}] * 400}
+    bodies: dict[str, list[dict[str, Any]]] = {"mean": [{}] * 400, "peak": [{}] * 400}
     return confirm(finals, rates, bodies, workdir=tmp_path, slo=SLO, cost_per_hour_usd=HOURLY,
                    risk=lambda v: 0 if v == "fp32" else 1, start_timeout_s=1.0,
                    launch=_Ready, drive_segment=drive, cost_ceiling_usd_per_1k=ceiling)
