@@ -66,6 +66,12 @@ def parse_jsonl(text: str, source: str | Path, *, fix: str,
     return records
 
 
+def json_text(payload: Any, *, indent: int = 2, sort_keys: bool = False) -> str:
+    """``payload`` as write_json writes it: indented, a trailing newline, ``str`` for values
+    JSON has no type for (so printing a typed file's dict gives the file's text)."""
+    return json.dumps(payload, indent=indent, sort_keys=sort_keys, default=str) + "\n"
+
+
 def write_json(path: str | Path, payload: Any, *, indent: int = 2,
                sort_keys: bool = False) -> Path:
     """Write ``payload`` as indented JSON with a trailing newline, creating the parent folder.
@@ -77,7 +83,7 @@ def write_json(path: str | Path, payload: Any, *, indent: int = 2,
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # encoded in full first: a value that cannot be encoded fails before anything is written
-    text = json.dumps(payload, indent=indent, sort_keys=sort_keys, default=str) + "\n"
+    text = json_text(payload, indent=indent, sort_keys=sort_keys)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     # os.open with 0o666 lets the umask set the mode, as a plain write would (mkstemp's 0o600
     # would hide a report from the other users of a shared machine)

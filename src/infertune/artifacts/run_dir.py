@@ -27,7 +27,7 @@ from infertune.config import Scenario, load_scenario
 from infertune.errors import ConfigError, DataError
 from infertune.hardware import HardwareInfo
 from infertune.measure.profile import Profile
-from infertune.models.variant import Manifest, read_manifest
+from infertune.models.variant import MANIFEST, Manifest, read_manifest
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -69,6 +69,10 @@ class RunPaths:
 
     def variant(self, variant_id: str) -> Path:
         return self.variants / variant_id
+
+    def manifest(self, variant_id: str) -> Path:
+        """The variant's manifest.json (models.variant.MANIFEST)."""
+        return self.variant(variant_id) / MANIFEST
 
     @property
     def serving(self) -> Path:

@@ -115,6 +115,7 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     """Run every stage of ``infertune optimize`` into ``options.out`` and write its report.
     ``progress`` hears each stage and step (``stage(name, detail)``, ``tick(detail)``), the
     report's writing last; ``on_budget`` hears what ``budget="auto"`` chose and why."""
+    from infertune.artifacts import RunDir
     from infertune.cli._common import quiet_libraries
     from infertune.config import load_scenario
     from infertune.optimize.run import OptimizeOptions as RunOptions
@@ -137,7 +138,7 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     if progress is not None:
         progress.stage("report", "writing report.json, report.md, report.html")
     write_run_report(state.paths.root)
-    return OptimizeResult(state.paths.root, Report.load_json(state.paths.report_json))
+    return OptimizeResult(state.paths.root, RunDir(state.paths.root).report(Report))
 
 
 def budget_seconds(options: OptimizeOptions) -> float:

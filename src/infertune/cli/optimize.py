@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from infertune.artifacts import RunPaths
 from infertune.cli.api import (
     OptimizeOptions,
     OptimizeResult,
@@ -28,6 +27,7 @@ from infertune.cli.api import (
 from infertune.cli.server_tune import ServerArgs
 from infertune.config import Scenario, load_scenario
 from infertune.errors import ConfigError
+from infertune.jsonfile import json_text
 from infertune.optimize.search.costs import BudgetChoice
 from infertune.report.schema import Figure, Report
 
@@ -194,7 +194,8 @@ def run(options: OptimizeOptions, *, as_json: bool = False) -> None:
     with _Display(budget_seconds(options)) as display:
         result = optimize(options, progress=display, on_budget=display.resized)
     if as_json:
-        typer.echo(RunPaths(result.run_dir).report_json.read_text(), nl=False)
+        # the typed report optimize read back through RunDir, as report.json holds it
+        typer.echo(json_text(result.report.to_dict()), nl=False)
     else:
         _summary(result)
 

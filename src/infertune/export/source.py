@@ -88,7 +88,7 @@ def read_source(path: str | Path, variant_id: str | None = None) -> ExportSource
                           "has no variant folder; export one of the run's variants with "
                           "--variant ID (see variants/ in the run)")
     vdir = run.paths.variant(chosen)
-    if not (vdir / "manifest.json").is_file():
+    if not run.paths.manifest(chosen).is_file():
         raise ConfigError(f"variant {chosen!r}: {vdir}/manifest.json not found; pick one of "
                           f"{run.variant_ids()} with --variant")
     manifest = run.variant(chosen).manifest

@@ -39,6 +39,7 @@ from infertune.config import ServePolicy
 from infertune.errors import ConfigError
 from infertune.jsonfile import read_json
 from infertune.models.adapter import Adapter
+from infertune.models.variant import MANIFEST
 from infertune.serve.batcher import BatchFailed, InputFailed
 from infertune.serve.live_drift import DriftMonitor
 from infertune.serve.model_processes import ModelSource, uses_processes
@@ -279,9 +280,12 @@ def model_card(adapter: Adapter) -> ModelCard:
     info = adapter.info
     manifest = None
     source = Path(info.source) if info.source else None
-    if source is not None and (source / "manifest.json").is_file():
+    # the file as written, not models.variant.read_manifest's Manifest: the card shows what the
+    # variant folder holds (its manifest_sha256, and keys a newer infertune wrote that this
+    # one's Manifest would drop), and answers for a manifest this version cannot type
+    if source is not None and (source / MANIFEST).is_file():
         try:
-            manifest = _scrub_paths(read_json(source / "manifest.json",
+            manifest = _scrub_paths(read_json(source / MANIFEST,
                                               fix="rebuild the variant with `infertune optimize`"))
         except ConfigError as exc:  # /v1/model still answers, without the manifest
             log.warning("%s; showing model info only", exc)
