@@ -1,10 +1,13 @@
-"""Every row of the README's fault table (the section "What a client sees and what the
+"""The rows of the fault table (docs/serve-faults.md, "What a client sees and what the
 metrics show, per fault"), against a real `infertune serve` on the fault model
 (tests/helpers/serve_fault_models.py), with the status the client sees and the exact change
-of the counters read back from /metrics. The worker-death row is in
-test_serve_model_processes.py and the Redis rows in test_serve_cache_redis.py, each beside
-the test that injects that fault; these share one server (20 ms per batch, LRU off so every
-request reaches the model, a 300 ms deadline, a queue of 3)."""
+of the counters read back from /metrics. Elsewhere, each beside the test that injects its
+fault: the worker-death row in test_serve_model_processes.py, the Redis rows in
+test_serve_cache_redis.py (its counters) and test_serve_redis_hang.py (the measured bound of
+one lookup's wait), SIGTERM's shutting_down and a text over max_input_chars in
+test_serve_shed_metrics.py, displaced and queue_full in test_serve_batching.py. These share
+one server (20 ms per batch, LRU off so every request reaches the model, a 300 ms deadline, a
+queue of 3)."""
 
 from __future__ import annotations
 
@@ -59,7 +62,13 @@ INVALID = {'infertune_errors_total{type="invalid_request"}': 1}
     (b"{nope", 400, "body is not valid JSON"),
     (b'{"inputs": [[NaN, 0, 0, 0]]}', 400, "NaN is not a number JSON allows here"),
     (b'{"inputs": [[1e999, 0, 0, 0]]}', 400, "number 1e999 is out of range"),
+    (b'{"inputs": ' + b"[" * 40 + b"]" * 40 + b"}", 400,
+     "body nests 41 levels deep; the limit is 32"),
+    (b'{"inputs": ["\\ud800"]}', 400, "inputs[0] has an invalid Unicode escape"),
+    (b'{"inputs": ["\xff"]}', 400, "body is not UTF-8 (byte 13)"),
     (b'{"inputs": "abc"}', 422, "inputs = 'abc': Input should be a valid list"),
+    (b'{"inputs": [' + b",".join([b"[1, 2, 3, 4]"] * 65) + b"]}", 422,
+     "65 inputs in one request; the limit is 64"),
     (b'{"inputs": [' + b",".join([b"[1.0, 2.0, 3.0, 4.0]"] * 200) + b"]}", 413,
      "the limit is 2048"),
 ])
