@@ -17,7 +17,7 @@ from infertune.optimize.search.choice import Rating, variant_effort, variant_ris
 from infertune.optimize.search.timing import Candidate
 from infertune.optimize.served.input_options import CacheEstimate, TimedOption
 from infertune.optimize.served.policy_sweep import SweepResult
-from infertune.report.artifacts import RUN_JSON
+from infertune.report.figure_sources import RUN_JSON
 from infertune.report.schema import Figure, Impact, Option, Rated
 
 # the knowledge entries only a run can name (measured-elsewhere options), kept beside the
@@ -74,7 +74,7 @@ def latency_impact(cand: Candidate, hardware: str, artifact: str) -> Impact:
 
 def variant_option(cand: Candidate, manifest: dict[str, Any], margin: float | None,
                    hardware: str, floor_text: str, artifact: str) -> Option:
-    """``artifact``: where the variant's interleaved A/B was saved (report/artifacts.py)."""
+    """``artifact``: where the variant's interleaved A/B was saved (report/figure_sources.py)."""
     return Option(
         id=f"variant-{cand.variant_id}", title=f"Serve variant {cand.variant_id}: {cand.title}",
         category="variant", impact=latency_impact(cand, hardware, artifact),

@@ -16,8 +16,8 @@ from infertune.optimize.record import RunRecord
 from infertune.optimize.search.choice import measured_inside_slo
 from infertune.optimize.served.traffic import traffic_assumption
 from infertune.optimize.state import RunPaths, floor_for
-from infertune.report.artifacts import PROFILE, quality_artifact, timing_artifact
 from infertune.report.assemble import Findings, Library, RunSections, Subject, build_report
+from infertune.report.figure_sources import PROFILE, quality_artifact, timing_artifact
 from infertune.report.knowledge import default_dir, load_knowledge
 from infertune.report.plots import render_plots
 from infertune.report.render import write_report

@@ -26,7 +26,7 @@ from infertune.optimize.served.policy_sweep import PolicyResult, SimStats
 from infertune.optimize.stages.sweep import serve_deadline_ms
 from infertune.optimize.state import floor_for
 from infertune.report import run_options as opt
-from infertune.report.artifacts import PROFILE, SERVING, quality_artifact, timing_artifact
+from infertune.report.figure_sources import PROFILE, SERVING, quality_artifact, timing_artifact
 from infertune.report.knowledge import HardwareProfile
 from infertune.report.options import rank_options as rank_all
 from infertune.report.schema import (

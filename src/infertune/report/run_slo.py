@@ -28,7 +28,7 @@ from infertune.optimize.served.policy_sweep import (
     validation_key,
 )
 from infertune.optimize.served.traffic import Validation
-from infertune.report.artifacts import CONFIRMATION, SERVING
+from infertune.report.figure_sources import CONFIRMATION, SERVING
 from infertune.report.run_sections import stated_price
 from infertune.report.schema import (
     Figure,

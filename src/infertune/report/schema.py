@@ -70,7 +70,7 @@ class Figure(_Model):
     basis: str = Field(min_length=1)
     samples: int | None = Field(default=None, ge=1)
     # the run artifact that holds the observations, relative to the run folder (e.g.
-    # "confirm/confirmation.json"; report/artifacts.py names them), and the figures a derived
+    # "confirm/confirmation.json"; report/figure_sources.py names them), and the figures a derived
     # value was computed from: report/provenance.py checks that a figure labelled measured
     # names its artifact and derives from no estimate
     artifact: str | None = None

@@ -25,7 +25,7 @@ from infertune.report.schema import (
 REPO = Path(__file__).resolve().parents[3]
 RERANKER = REPO / "examples" / "scenarios" / "reranker-t4.yaml"
 HW = "2-core AMD EPYC (test fixture)"
-# where optimize would have saved each kind of figure (report/artifacts.py)
+# where optimize would have saved each kind of figure (report/figure_sources.py)
 TIMED = "variants/ort-int8-pc/latency.json"
 QUALITY = "variants/ort-int8-pc/quality.json"
 SERVED = "serving.json"

@@ -25,7 +25,7 @@ from infertune.optimize.served.input_options import InputOptions, TimedOption
 from infertune.optimize.served.policy_sweep import SimStats, SweepGrid, sweep, validation_key
 from infertune.optimize.served.traffic import Validation
 from infertune.optimize.state import BuiltVariant, RunPaths
-from infertune.report.artifacts import (
+from infertune.report.figure_sources import (
     CONFIRMATION,
     LATENCY_FILE,
     QUALITY_FILE,

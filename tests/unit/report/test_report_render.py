@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from infertune.cli import app, main
 from infertune.config import Scenario
-from infertune.report.artifacts import CONFIRMATION
+from infertune.report.figure_sources import CONFIRMATION
 from infertune.report.interview import interview
 from infertune.report.render import render, write_report
 from infertune.report.render_md import (
