@@ -18,6 +18,9 @@ take seconds. Scenarios (the effect each degraded canary has):
     errors       canary error rate 0.1% -> 5.1% (the plan's default effect: +5 points)
     agreement    10% of canary outputs disagree with the stable's (gate limit 5%)
     conversion   business metric 10% -> 6% (feedback on every answer)
+    aa-drift     the stable's twin, and the machine 1.3x slower for both arms from the 100%
+                 step on (the latency gates stand on the steps below 100%) -> a rollback is
+                 false
 
     python benchmarks/canary_stats.py                  # 200 rollouts per scenario, 20 req/s
     python benchmarks/canary_stats.py --rollouts 20 --scenarios aa,latency   # a quick look
@@ -50,6 +53,13 @@ SCENARIOS: dict[str, ArmModel] = {
     "errors": ArmModel(error_rate=0.051, conversion=0.10),
     "agreement": ArmModel(disagreement=0.10, conversion=0.10),
     "conversion": ArmModel(conversion=0.06),
+    "aa-drift": STABLE,
+}
+# from the step of that weight on, the releases behave so (canary_sim's from_weight)
+_SLOWER = ArmModel(latency_median_s=0.013, latency_sigma=0.35, error_rate=0.001,
+                   disagreement=0.0, conversion=0.10)
+DRIFT: dict[str, dict[float, dict[str, ArmModel]]] = {
+    "aa-drift": {100.0: {"stable": _SLOWER, "canary": _SLOWER}},
 }
 
 
@@ -80,7 +90,7 @@ def run_scenario(name: str, canary: ArmModel, rollouts: int, config: GateConfig,
     before_25 = refused = 0
     for i in range(rollouts):
         sim = SimulatedRollout(STABLE, canary, rate_rps=rate, seed=seed * 100_003 + i,
-                               history_s=HISTORY_S)
+                               history_s=HISTORY_S, from_weight=DRIFT.get(name))
         try:
             outcome = CanaryController(sim, sim, config, plan, clock=sim.clock,
                                        sleep=sim.sleep, sizing=sizing).run("canary")
@@ -148,7 +158,7 @@ def main() -> None:
         row = run_scenario(name, SCENARIOS[name], args.rollouts, config, plan, sizing,
                            args.rate, args.seed)
         rows.append(row)
-        label = "false rollbacks" if name == "aa" else "caught"
+        label = "false rollbacks" if name.startswith("aa") else "caught"
         low, high = row["rate_ci95"]
         print(f"{name:<11} {label}: {row['rolled_back']}/{row['rollouts']} = "
               f"{row['rate']:.3f} (95% CI {low:.3f}-{high:.3f}); plan refused "

@@ -16,14 +16,19 @@ already run (Argo Rollouts, Flagger step the traffic themselves and ask an analy
                 GET  /healthz
 
 The always-valid intervals make polling at every analysis interval safe: the chance that any
-look rolls back a canary no worse than the stable stays at or below alpha.
+look rolls back a canary no worse than the stable stays at or below alpha. ``judge_once`` has
+no view of the steps: it compares everything each arm's pods have counted, so it holds only
+while both arms answer traffic (Flagger analyses up to its maxWeight and then promotes; with
+Argo, keep the analysis in the steps below setWeight 100). At full weight the stable's pods
+count nothing new and the latency gates would compare different times, the fault
+`infertune canary` avoids by stopping them at the 100% step's start (controller.py).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -37,6 +42,7 @@ from starlette.routing import Route
 from infertune.errors import ConfigError
 from infertune.rollout.gates import (
     METHOD,
+    OWN_ANSWER,
     P95_ANCHOR,
     GateConfig,
     GateName,
@@ -137,11 +143,18 @@ class Judgement(BaseModel):
 def judge_counts(start: Snapshot, now: Snapshot, canary: str, stable: str, *,
                  p95_s: float | None, p99_s: float | None, config: GateConfig,
                  required: tuple[GateName, ...],
-                 business_metric: str | None = None) -> tuple[Verdict, list[GateResult]]:
-    """One look: the gates on the counts since ``start`` (the controller's every poll)."""
+                 business_metric: str | None = None,
+                 own_until: Snapshot | None = None) -> tuple[Verdict, list[GateResult]]:
+    """One look: the gates on the counts since ``start`` (the controller's every poll). With
+    ``own_until`` (the snapshot taken as a 100% step began) the latency and business gates,
+    whose stable side is the stable's own answers, stand on the counts up to it
+    (observe.evidence) and say so; errors and agreement go on to ``now``."""
     ev = evidence(start, now, canary, stable, p95_s=p95_s, p99_s=p99_s,
-                  business_metric=business_metric)
+                  business_metric=business_metric, own_until=own_until)
     results = judge(ev, config)
+    if own_until is not None:
+        results = [replace(r, what=f"{r.what}, up to the 100% step") if r.gate in OWN_ANSWER
+                   else r for r in results]
     return overall(results, required), results
 
 

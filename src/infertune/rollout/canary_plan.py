@@ -27,7 +27,13 @@ allowed at the measured request rate.
 The stable's error sample grows by every request it answers plus every canary answer replayed
 to it (the router compares outputs that way), so during a step at weight w it holds about
 n x 100 / w; its latency sample by its own answers only (the router keeps the replays out of
-its latency histograms), about n x (100 - w) / w.
+its latency histograms), about n x (100 - w) / w. At 100% it answers none, and the controller
+judges the latency gates on the counts up to that step's start (rollout/controller.py): their
+power comes from the steps below 100%, and every plan here has one, so each gate is sized at
+the first step, whose n answers alone must suffice (a plan straight from it to 100% has no
+other; a ladder through 50% adds more). A step of 100% sizes no latency gate: where it comes
+first (explicit steps), the plan warns that it is sized from the errors and agreement gates,
+and the controller refuses to run it while latency gates are required.
 """
 
 from __future__ import annotations
@@ -241,7 +247,11 @@ def gate_sizes(traffic: Traffic, config: GateConfig, effects: Effects, required:
                 sizes.append(GateSize(gate, None, "latency_p95: no p95 threshold from the "
                                       "baseline"))
                 continue
-            own = max(ratio - 1.0, 1.0 / 100)  # the replays are not in its latency histogram
+            if weight >= 100:  # the controller stops the latency counts as 100% begins
+                sizes.append(GateSize(gate, None, "latency_p95: a step of 100% leaves the "
+                                      "stable no answers of its own to compare with"))
+                continue
+            own = ratio - 1.0  # the replays are not in its latency histogram
             n = two_arm_samples(q0, q1, config.p95_tolerance, alpha, power, own)
             sizes.append(GateSize(gate, n, f"latency_p95 x{effects.p95_slowdown:g}: share over "
                                   f"the threshold {q0:.3f} -> {q1:.3f}, tolerance "

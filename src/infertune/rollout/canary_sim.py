@@ -8,13 +8,18 @@ every canary answer is replayed to the stable (as the router does), which compar
 outputs and counts as a stable request, but not as a latency sample (the router keeps those
 replays out of the stable's latency histograms). ``history_s``: seconds of traffic the stable
 answered before the rollout began; ``shadow``: a shadow release answering a replay of every
-stable answer, compared like the canary's. benchmarks/canary_stats.py and the controller's
-unit tests use it.
+stable answer, compared like the canary's; ``from_weight``: arms that behave differently from
+the step of a weight on (a machine that gets slower during the 100% step, slowing both arms
+alike; a release that breaks only under all the traffic). The simulator judges nothing
+itself: the controller's rules (at 100% the latency gates stand on the counts up to that
+step's start, see rollout/controller.py) apply to it as to a server.
+benchmarks/canary_stats.py and the controller's unit tests use it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,8 +65,11 @@ class SimulatedRollout:
     def __init__(self, stable: ArmModel, canary: ArmModel, *, rate_rps: float = 200.0,
                  seed: int = 0, stable_name: str = "stable", canary_name: str = "canary",
                  metric: str = "conversion", history_s: float = 0.0,
-                 shadow: ArmModel | None = None, shadow_name: str = "shadow") -> None:
+                 shadow: ArmModel | None = None, shadow_name: str = "shadow",
+                 from_weight: Mapping[float, Mapping[str, ArmModel]] | None = None) -> None:
         self.models = {stable_name: stable, canary_name: canary}
+        # weight -> {release: the model it follows from the step of that weight on}
+        self.from_weight = dict(from_weight or {})
         self.routing = RoutingState(stable=stable_name, canary=canary_name,
                                     shadow=shadow_name if shadow is not None else None)
         if shadow is not None:
@@ -84,6 +92,7 @@ class SimulatedRollout:
                reason: str | None = None) -> RoutingState:
         self.actions.append(action)
         if action == "weight" and weight is not None:
+            self.models.update(self.from_weight.get(weight, {}))
             self.routing = self.routing.model_copy(update={"canary_weight": weight})
         elif action == "rollback":
             self.routing = self.routing.model_copy(update={"canary": None, "canary_weight": 0})

@@ -11,14 +11,35 @@ back.
                judge the gates (rollout/gates.py); any gate sure to be worse -> roll back at
                once; every required gate passing with ``min_step_samples`` new canary answers
                in this step -> next step; ``step_timeout_s`` without that -> roll back
+    step 100%  the same, but the stable answers no traffic of its own: the latency gates (and
+               business) stand on the counts up to the start of this step, the snapshot taken
+               just before the weight moved to 100, while errors and agreement, kept
+               concurrent by the replays, are judged on the counts to ``now``
     shadow     with ``shadow_gate``: before any step, the server's shadow release (the
                canary's build, answering mirrored copies of the stable's traffic) judged on
                errors, latency and agreement like a step at weight 0; a failure rolls back
     promote    after the last step
 
+The rule: a gate compares only answers both arms gave over the same period. The stable's own
+answers stop at 100% (the router keeps its replays of canary answers out of its latency
+histograms), so comparing the canary's 100%-step latency with the stable's earlier answers
+would judge the machine's drift or a change of load, not the release (CI saw a faithful
+release rolled back so). Flagger and Argo Rollouts likewise run no comparative analysis at
+full weight. The latency gates' power therefore comes from the steps below 100% (what
+canary_plan.py sizes them for), and a first step of 100% with latency gates is refused: it
+leaves them nothing to compare. A latency change that shows only under all the traffic is not
+a gate's to judge (no concurrent control exists); errors and agreement still are.
+
+Not stratified by step: each arm's counts are pooled over the steps below 100%. Comparing step
+by step would remove a drift between those steps too, but the union-bound intervals of
+stats.py add their widths over strata (2 x steps confidence sequences instead of 2), so it
+would need about as many more samples as steps; the default plan at 20 req/s has one step
+below 100% (20%), where pooling and stratifying agree.
+
 The statistics are always-valid, so looking at every poll keeps the false-rollback rate of a
-canary no worse than the stable at or below ``GateConfig.alpha`` (see gates.py). Every decision
-carries each gate's estimate, interval and sample sizes.
+canary no worse than the stable at or below ``GateConfig.alpha`` (see gates.py); a frozen
+count looked at again changes nothing. Every decision carries each gate's estimate, interval
+and sample sizes.
 """
 
 from __future__ import annotations
@@ -117,6 +138,13 @@ class CanaryController:
         self.shadow_gate = shadow_gate
         self.step_timeout_s: float | None = None  # set: wins over the plan's sized timeout
         self.required = tuple(g for g in REQUIRED if g in config.gates)
+        given = sizing.steps if sizing is not None else plan.steps  # None: planned, below 100
+        latency = [g for g in self.required if g.startswith("latency")]
+        if given and given[0] >= 100 and latency:
+            raise ConfigError(
+                f"a first step of 100% leaves the stable no traffic of its own to compare "
+                f"{' and '.join(latency)} with (the latency gates stand on the steps below "
+                "100%); start lower, e.g. --steps 20,100")
 
     def run(self, release: str) -> CanaryOutcome:
         state = self.control.state()
@@ -139,8 +167,11 @@ class CanaryController:
             if report.verdict != "pass":
                 return self._roll_back(outcome, report)
         for weight in self.plan.steps:
+            # taken before the weight moves: every own answer counted in it was given while
+            # both arms had traffic
+            own_until = self.source.snapshot() if weight >= 100 else None
             self.control.change("weight", weight=weight, reason=f"canary step {weight:g}%")
-            report = self._step(weight, start, release, stable, p95, p99)
+            report = self._step(weight, start, release, stable, p95, p99, own_until)
             outcome.steps.append(report)
             if report.verdict != "pass":
                 return self._roll_back(outcome, report)
@@ -183,7 +214,10 @@ class CanaryController:
             self.sleep(self.plan.poll_s)
 
     def _step(self, weight: float, start: Snapshot, canary: str, stable: str,
-              p95: float | None, p99: float | None) -> StepReport:
+              p95: float | None, p99: float | None,
+              own_until: Snapshot | None = None) -> StepReport:
+        """One step's looks; ``own_until`` (a 100% step): where the latency and business
+        gates' counts stop."""
         began = self.clock()
         at_step = self.source.snapshot().of(canary).requests
         while True:
@@ -191,7 +225,8 @@ class CanaryController:
             now = self.source.snapshot()
             verdict, results = judge_counts(start, now, canary, stable, p95_s=p95, p99_s=p99,
                                             config=self.config, required=self.required,
-                                            business_metric=self.plan.business_metric)
+                                            business_metric=self.plan.business_metric,
+                                            own_until=own_until)
             if self.on_look is not None:
                 self.on_look(weight, results)
             answers = now.of(canary).requests - at_step

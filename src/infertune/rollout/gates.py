@@ -27,6 +27,12 @@ then judges the median, not the tail. The stable's latency is its own traffic's:
 replays canary answers to the stable for the agreement gate and keeps those replays out of the
 stable's latency histograms (they arrive just after the canary's answer, a different traffic;
 at 100% they were all the stable's samples, 31% of them over 2.5 ms against 4% of its own).
+So at a step of 100% the stable answers no traffic of its own, and the OWN_ANSWER gates
+(latency, and business, whose feedback follows answers) stand on the counts up to that step's
+start (rollout/controller.py): they compare only answers both arms gave over the same period,
+never the canary's full-weight answers with the stable's earlier ones, where a machine or load
+that changed in between would decide. Errors and agreement, kept concurrent by the replays,
+are judged to the end. A fixed count looked at again keeps the always-valid guarantee.
 The guarantee assumes the counted events are independent draws (requests, and output rows,
 from traffic whose mix does not change during the rollout); rows of one request, or traffic
 that repeats the same inputs, are correlated, and the intervals are then narrower than they
@@ -49,6 +55,10 @@ ALL_GATES: tuple[GateName, ...] = ("errors", "latency_p95", "latency_p99", "agre
                                    "business")
 # the shadow answers replays only: no feedback reaches it
 SHADOW_GATES: tuple[GateName, ...] = ("errors", "latency_p95", "latency_p99", "agreement")
+# the gates whose stable side counts the stable's own answers only (the replays of canary
+# answers are kept out of its latency histograms, and get no feedback): at 100% they get no
+# new stable samples, so the controller stops their counts at that step's start
+OWN_ANSWER: tuple[GateName, ...] = ("latency_p95", "latency_p99", "business")
 P95_ANCHOR = 0.90  # the stable quantile whose bucket the p95 gate counts requests above
 METHOD = ("beta-binomial mixture confidence sequences (always valid under continuous "
           "monitoring; Bonferroni over gates)")
@@ -89,7 +99,8 @@ class ArmPair:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Counts since the rollout began; None where a gate has nothing to read yet."""
+    """Counts since the rollout began (the OWN_ANSWER gates' only up to the start of a 100%
+    step); None where a gate has nothing to read yet."""
 
     errors: ArmPair
     latency_p95: ArmPair | None = None

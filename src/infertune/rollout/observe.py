@@ -1,7 +1,8 @@
 """Reading live counts per release: from the router's /metrics, or PromQL against Prometheus.
 
 Both sources give a ``Snapshot`` of cumulative counters per release; the controller subtracts
-the snapshot taken when the rollout began, so only traffic since then is judged. Series read
+the snapshot taken when the rollout began, so only traffic since then is judged (and at a
+100% step stops the latency and business counts at that step's start: ``evidence``). Series read
 (the router adds ``release`` to every sample of a release's own metrics):
 
     infertune_requests_total{release, status}         answers; 5xx and 429 count as errors
@@ -208,18 +209,29 @@ def _since(now: ReleaseCounts, start: ReleaseCounts) -> ReleaseCounts:
 
 def evidence(start: Snapshot, now: Snapshot, canary: str, stable: str, *,
              p95_s: float | None, p99_s: float | None,
-             business_metric: str | None = None) -> Evidence:
-    """The gates' evidence: counts of each arm since ``start``."""
+             business_metric: str | None = None,
+             own_until: Snapshot | None = None) -> Evidence:
+    """The gates' evidence: counts of each arm since ``start``. With ``own_until``, the gates
+    whose stable side is the stable's own answers (latency, business) count only up to that
+    snapshot, the errors and agreement gates (which the replays keep concurrent) up to ``now``:
+    once the stable answers no traffic of its own, its own-answer counts stop while the
+    canary's go on, and comparing them would compare different times."""
     c = _since(now.of(canary), start.of(canary))
     s = _since(now.of(stable), start.of(stable))
+    if own_until is None:
+        oc, os_ = c, s
+    else:
+        oc = _since(own_until.of(canary), start.of(canary))
+        os_ = _since(own_until.of(stable), start.of(stable))
     errors = ArmPair(Counts(c.requests, min(c.errors, c.requests)),
                      Counts(s.requests, min(s.errors, s.requests)))
-    metric = business_metric or next((m for m in sorted(c.feedback) if m in s.feedback), None)
-    business = (ArmPair(c.feedback[metric], s.feedback[metric])
-                if metric and metric in c.feedback and metric in s.feedback else None)
+    metric = business_metric or next((m for m in sorted(oc.feedback) if m in os_.feedback),
+                                     None)
+    business = (ArmPair(oc.feedback[metric], os_.feedback[metric])
+                if metric and metric in oc.feedback and metric in os_.feedback else None)
     return Evidence(
         errors=errors,
-        latency_p95=ArmPair(c.over(p95_s), s.over(p95_s)) if p95_s is not None else None,
-        latency_p99=ArmPair(c.over(p99_s), s.over(p99_s)) if p99_s is not None else None,
+        latency_p95=ArmPair(oc.over(p95_s), os_.over(p95_s)) if p95_s is not None else None,
+        latency_p99=ArmPair(oc.over(p99_s), os_.over(p99_s)) if p99_s is not None else None,
         agreement=Counts(c.rows, min(c.disagreeing, c.rows)) if c.rows else None,
         business=business, business_metric=metric, p95_threshold_s=p95_s, p99_threshold_s=p99_s)
