@@ -140,9 +140,15 @@ def _impact_figures(result: VariantCheck, where: str) -> dict[str, Figure]:
         what = (f"{key} of {result.pass_name} against the baseline, interleaved A/B at batch 1, "
                 f"{cmp.trials} trials, {int(est.confidence * 100)} % CI {ci}, {verdict}"
                 f"{quality}")
+        # the two sides' own percentiles: the figures the change is the ratio of
+        sides = [Figure.measured(round(summary.p(float(key[1:])), 3), "ms", where,
+                                 summary.count, what=f"{key} of the {side}, interleaved A/B",
+                                 artifact=IN_PROCESS_ARTIFACT)
+                 for side, summary in (("baseline", cmp.a_summary),
+                                       (result.pass_name, cmp.b_summary))]
         figures[key] = Figure.measured(round((est.ratio - 1) * 100, 1) + 0.0,
                                        f"% change in {key}", where, cmp.stats.n_b, what=what,
-                                       artifact=IN_PROCESS_ARTIFACT)
+                                       artifact=IN_PROCESS_ARTIFACT, inputs=sides)
     return figures
 
 

@@ -3,7 +3,8 @@ Series) whose ``source`` is "measured" or "estimate" and whose ``basis`` says wh
 A Figure labelled measured carries its sample count and names the artifact that measured it (a
 path relative to the run folder, e.g. "profile.json", or the one label `advise --measure` uses:
 it saves no file), and the check follows its derivations (``inputs``): one computed from an
-estimate is an estimate, and a "measured" label on it is reported.
+estimate is an estimate, and a "measured" label on it is reported. A measured figure in a
+unit only a derivation gives (DERIVED_UNITS) must name its inputs, so none escapes the check.
 
 Numbers under a ``settings`` key are exempt: they are configuration we chose (a serving policy's
 max batch size), not results. Booleans are not numbers here.
@@ -18,6 +19,10 @@ from infertune.report.schema import IN_PROCESS_ARTIFACT
 SOURCES = ("measured", "estimate")
 # "policy": Report.serving.policy knobs; "targets": the SLO as the user stated it
 EXEMPT_KEYS = frozenset({"settings", "policy", "targets"})
+# units no instrument reads: a figure in one is computed from others (a ratio of two timings,
+# a price over a rate, a count from a rate, a rate from a latency), so a measured one must name
+# them in ``inputs``, or the check could not follow it back to an estimate
+DERIVED_UNITS = ("% change", "USD per 1,000 requests", "instances", "requests/s per worker")
 
 
 def provenance_problems(report: dict[str, Any]) -> list[str]:
@@ -79,6 +84,10 @@ def _check_measured(node: dict[str, Any], path: str, problems: list[str]) -> Non
     wrong = artifact_problem(node.get("artifact"))
     if wrong is not None:
         problems.append(f"{path}: {wrong}")
+    unit = node.get("unit")
+    if isinstance(unit, str) and unit.startswith(DERIVED_UNITS) and not node.get("inputs"):
+        problems.append(f"{path}: labelled measured in {unit!r}, a unit only a derivation "
+                        "gives, without the figures it was derived from (inputs)")
     for where in _derived_estimates(node, path):
         problems.append(f"{path}: labelled measured but derived from the estimate at {where}; "
                         "label it an estimate")
