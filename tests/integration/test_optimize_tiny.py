@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from run_checks import assert_judged_or_stopped  # tests/helpers
 
 from infertune.cli import main
 from infertune.config import ServePolicy
@@ -104,14 +105,10 @@ def test_quick_run_writes_the_run_directory_and_the_serve_contract(tiny, capsys)
     screened = [r["variant_id"] for r in report["variants"][1:]
                 if not r["variant_id"].startswith("candidate-")]
     assert screened
-    verdicts = {r["variant_id"]: r["quality_verdict"] for r in report["variants"]}
     for v in screened:
         assert (out / "variants" / v / "latency.json").is_file()
-        if verdicts[v] == "unknown":  # a clear loser on speed: its quality run is skipped
-            assert any(f"quality of {v} (not judged: stopped after" in str(note)
-                       for note in report["notes"]), (v, report["notes"])
-        else:
-            assert (out / "variants" / v / "quality.json").is_file()
+        # judged and passing, or stopped as a clear loser on speed, as run.json says
+        assert assert_judged_or_stopped(out, report, v) in ("judged", "stopped")
     assert report["policies"] and any(p["goodput"] for p in report["policies"])
     assert any(o["source"] == "estimate" for o in report["options"])
     assert any(o["source"] == "measured" for o in report["options"])
