@@ -51,6 +51,7 @@ import serve_goodput as sg  # noqa: E402  (a sibling script, not a package)
 from infertune.config import Scenario  # noqa: E402
 from infertune.data import default_heldout, read_heldout  # noqa: E402
 from infertune.loadgen.schedules import Schedule  # noqa: E402
+from infertune.optimize.findings import as_v2  # noqa: E402
 from infertune.optimize.served.confirm import (  # noqa: E402
     VISITS_PER_ARM,
     drive_http,
@@ -137,7 +138,7 @@ def judge(measured: float, claimed: float | None) -> str:
 
 def closed_loop(run: Path, seconds: float) -> str:
     report = json.loads((run / "report.json").read_text())
-    record = json.loads((run / "run.json").read_text())
+    record = as_v2(json.loads((run / "run.json").read_text()))
     scenario = Scenario.from_dict(record["scenario"], source=str(run / "run.json"))
     traffic = scenario.traffic
     mean = traffic.mean_rps or scenario.current.rps
@@ -147,7 +148,7 @@ def closed_loop(run: Path, seconds: float) -> str:
     slo = scenario.slo.targets()
     tail = max(slo, key=lambda k: int(k[1:])) if slo else "p99"
     inputs, source = heldout_inputs(record)
-    confirmation = record.get("confirmation") or {}
+    confirmation = record["confirm"].get("confirmation") or {}
     seed, segment_s = confirmation.get("seed"), confirmation.get("seconds_per_rate")
     if seed is not None and segment_s:
         repeats = max(VISITS_PER_ARM, math.ceil(seconds / segment_s))

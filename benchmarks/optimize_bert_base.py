@@ -32,6 +32,7 @@ from transformers import BertConfig, BertModel, BertTokenizerFast
 
 from infertune.cli import main as cli_main
 from infertune.data import default_heldout
+from infertune.optimize.findings import as_v2
 
 VOCAB_SIZE = 30522  # BERT-base's
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -84,18 +85,18 @@ def write_inputs(root: Path) -> tuple[Path, Path]:
 
 def judge(run: Path) -> bool:
     """Print what the run measured and the verdict; True when the target is met."""
-    record = json.loads((run / "run.json").read_text())
+    record = as_v2(json.loads((run / "run.json").read_text()))
     report = json.loads((run / "report.json").read_text())
-    int8 = [c for c in record["candidates"]
+    int8 = [c for c in record["screen"]["candidates"]
             if "int8" in c["variant_id"] and (c.get("quick") or c.get("proper"))]
     for c in int8:
         t = c.get("proper") or c["quick"]
         print(f"INT8 measured: {c['variant_id']} ({t['kind']}, {t['samples']} samples a side): "
               f"p95 {t['p95_ms']:.1f} ms against the baseline's {t['base_p95_ms']:.1f} ms "
               f"({1 / t['ratio_p95']:.2f}x), quality {c['quality_verdict']}")
-    swept = record.get("sweep") is not None
+    swept = record["sweep"].get("sweep") is not None
     print("stage seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in
-                                          record["stage_seconds"].items()))
+                                          record["log"]["stage_seconds"].items()))
     print(f"serving sweep ran: {'yes' if swept else 'no'}")
     notes = report.get("notes", [])
     stated = [n for n in notes if n.startswith("INT8 on this model")]

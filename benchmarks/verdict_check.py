@@ -39,6 +39,7 @@ import serve_goodput as sg  # noqa: E402
 
 from infertune.config import Scenario  # noqa: E402
 from infertune.measure.tail_interval import TailInterval, verdict  # noqa: E402
+from infertune.optimize.findings import as_v2  # noqa: E402
 from infertune.optimize.served.confirm import drive_http, pooled  # noqa: E402
 from infertune.optimize.served.traffic import burst_block_s, schedule_for  # noqa: E402
 
@@ -106,13 +107,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=2027, help="not the confirmation's seed")
     args = ap.parse_args()
     report = json.loads((args.run / "report.json").read_text())
-    record = json.loads((args.run / "run.json").read_text())
+    record = as_v2(json.loads((args.run / "run.json").read_text()))
     scenario = Scenario.from_dict(record["scenario"], source=str(args.run / "run.json"))
     mean = scenario.traffic.mean_rps or scenario.current.rps
     peak = scenario.traffic.peak_rps or mean
     if not mean or not peak:
         raise SystemExit(f"{args.run}: the scenario states no request rate to drive")
-    used = (record.get("confirmation") or {}).get("seed")
+    used = (record["confirm"].get("confirmation") or {}).get("seed")
     if used is not None and used == args.seed:
         raise SystemExit(f"--seed {args.seed} is the confirmation's own; pass another")
     inputs, source = cl.heldout_inputs(record)

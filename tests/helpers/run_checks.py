@@ -29,18 +29,18 @@ def eligible(c: Candidate) -> bool:
 def assert_recommendation_follows_the_measurements(out: Path, report: dict[str, Any]) -> str:
     """The recommended variant id (or the baseline's), checked against run.json."""
     run = RunRecord.load(out)
-    ok = {c.variant_id for c in run.candidates if eligible(c)}
+    ok = {c.variant_id for c in run.screen.candidates if eligible(c)}
     rec = report["recommendation"]
     vid = rec["variant_id"]
     if rec["title"] == "Keep the baseline model":
         assert not ok, f"the baseline was kept though {sorted(ok)} passed and were faster"
-        passing = [c for c in run.candidates if c.quality_verdict == "pass"
+        passing = [c for c in run.screen.candidates if c.quality_verdict == "pass"
                    and not c.is_baseline]
         expected = KEEP_NOT_FASTER if passing else KEEP_NO_PASS
         assert rec["reason"].startswith(expected), (expected, rec["reason"])
         return str(vid)
     assert vid in ok, f"{vid} recommended, but only {sorted(ok)} passed and were faster"
-    chosen = next(c for c in run.candidates if c.variant_id == vid)
+    chosen = next(c for c in run.screen.candidates if c.variant_id == vid)
     assert f"({chosen.quality_verdict})" in rec["reason"]
     return str(vid)
 
@@ -57,12 +57,12 @@ def assert_judged_or_stopped(out: Path, report: dict[str, Any], vid: str) -> str
     rows = {r["variant_id"]: r for r in report["variants"]}
     if vid not in rows:
         assert not (out / "variants" / vid).exists()
-        assert all(c.variant_id != vid for c in run.candidates)
-        reasons = [s.reason for s in run.skipped if s.what == f"variant {vid}"]
-        assert len(reasons) == 1 and reasons[0].startswith("not built"), run.skipped
+        assert all(c.variant_id != vid for c in run.screen.candidates)
+        reasons = [s.reason for s in run.log.skipped if s.what == f"variant {vid}"]
+        assert len(reasons) == 1 and reasons[0].startswith("not built"), run.log.skipped
         return "not built"
     verdict = rows[vid]["quality_verdict"]
-    cand = next(c for c in run.candidates if c.variant_id == vid)
+    cand = next(c for c in run.screen.candidates if c.variant_id == vid)
     judged = out / "variants" / vid / "quality.json"
     if cand.dropped.startswith("stopped after"):
         assert cand.quick is not None and cand.quality_verdict == "unknown"

@@ -91,21 +91,21 @@ def test_a_full_run_takes_the_demo_path(full_run) -> None:
     run = RunRecord.load(out)
     assert run.quick is False
     # the cold start was measured (a fresh process loads the model), not skipped
-    assert run.profile is not None and run.profile.cold_start is not None
+    assert run.profiling.profile is not None and run.profiling.profile.cold_start is not None
     # the survivors' proper A/B ran each side in its own process; at most three survivors
-    proper = [c for c in run.candidates if c.proper is not None]
-    assert 1 <= len(proper) <= 3, [(c.variant_id, c.dropped) for c in run.candidates]
+    proper = [c for c in run.screen.candidates if c.proper is not None]
+    assert 1 <= len(proper) <= 3, [(c.variant_id, c.dropped) for c in run.screen.candidates]
     assert all(c.proper is not None and c.proper.where == OWN_PROCESSES for c in proper), [
         (c.variant_id, c.proper.where if c.proper else None) for c in proper]
     assert_recommendation_follows_the_measurements(out, report)
     # the policies were swept for the chosen variant and the report's SLO check names the
     # one served (on a busy 2-core machine the 270 s budget may end before the load tests
     # and the confirmation as served; run.json's skipped list then says so)
-    assert run.sweep is not None
+    assert run.sweep.sweep is not None
     assert report["slo_check"]["policy_id"] == report["serving"]["policy_id"]
-    if not run.validations:
+    if not run.sweep.validations:
         assert any(s.what.startswith("load test of") and "time budget" in s.reason
-                   for s in run.skipped), run.skipped
+                   for s in run.log.skipped), run.log.skipped
     # a real run's report.md keeps its summary within 700 words, counted as `wc -w` counts
     summary = (out / "report.md").read_text().split("<!-- end of summary -->")[0]
     assert len(summary.split()) <= 700

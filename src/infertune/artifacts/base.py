@@ -50,7 +50,7 @@ def read_object(path: Path, fix: str = RERUN) -> dict[str, Any]:
 def schema_version(data: dict[str, Any], path: Path, expected: str, *,
                    unnamed: int | None = None) -> int:
     """The version that ``data`` (read from ``path``) names in its ``schema`` key, for the
-    schema ``expected`` (``<id>/v<N>``, e.g. "infertune.run/v1"); ConfigError in one line for
+    schema ``expected`` (``<id>/v<N>``, e.g. "infertune.run/v2"); ConfigError in one line for
     another schema id or a version newer than N. Artifact checks its files with it, and so can
     a typed file that keeps its own reader (optimize's run.json)."""
     want = _SCHEMA.match(expected)

@@ -4,9 +4,14 @@ The stages work on the live RunState (adapters, held-out inputs, reference outpu
 are done, ``RunRecord.from_state`` keeps what the report and the decision need and
 ``save`` writes it beside the run's other artifacts:
 
-    run.json        this record (scenario, candidates, sweep, validations, notes, ...)
-    profile.json    the baseline profile (the record's ``profile``)
-    hardware.json   the machine (the record's ``hardware``)
+    run.json        this record: the run's own facts (model, scenario, ...), then one artifact
+                    per stage under its name (findings.py: log, profiling, build,
+                    screen, sweep, confirm, models, inputs); schema infertune.run/v2
+    profile.json    the baseline profile (the record's ``profiling.profile``)
+    hardware.json   the machine (the record's ``profiling.hardware``)
+
+A v1 run.json (the findings flat at the top level) is read by moving each finding under its
+stage (``v1_to_v2``); any other schema, or a newer version, is refused in one line naming it.
 
 ``RunRecord.load(run_dir)`` reads them back, so a run directory can be re-reported without
 the process that measured it (``report/run_report.py`` builds report.json from a record).
@@ -25,15 +30,16 @@ from infertune.errors import ConfigError
 from infertune.hardware import HardwareInfo
 from infertune.jsonfile import write_json
 from infertune.measure.profile import Profile
-from infertune.optimize.state import RunFindings, RunPaths, RunState
+from infertune.optimize.findings import RUN_V1, RunFindings, v1_to_v2
+from infertune.optimize.state import RunPaths, RunState
 from infertune.serial import decode_fields, encode_fields
 
-RECORD_SCHEMA = "infertune.run/v1"
+RECORD_SCHEMA = "infertune.run/v2"
 
 
 @dataclass(kw_only=True)
 class RunRecord(RunFindings):
-    """The saved run: its findings (every measured and decided field, RunFindings in state.py)
+    """The saved run: its findings (one artifact per stage, RunFindings in findings.py)
     and the facts of the run the report names."""
 
     model: str
@@ -55,29 +61,31 @@ class RunRecord(RunFindings):
     # Kept by hand, and why: run.json names its schema, which is checked on reading, and
     # the hardware and the profile are read from their own files
     def to_dict(self) -> dict[str, Any]:
-        """run.json's content: the schema id, then every field but the profile and the
-        hardware, which have their own files."""
+        """run.json's content: the schema id, the run's own facts, then each stage's artifact
+        (without the profile and the hardware, which have their own files)."""
         data = encode_fields(self)
-        # the run's own facts first, then its findings: the order run.json always had
+        # the run's own facts first, then the stages' artifacts
         own = {f.name: data.pop(f.name) for f in fields(RunRecord) if f.name in _OWN}
         return {"schema": RECORD_SCHEMA, **own, **data}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, hardware: HardwareInfo | None = None,
                   profile: Profile | None = None) -> RunRecord:
-        if data.get("schema") != RECORD_SCHEMA:
+        if data.get("schema") == RUN_V1:  # findings flat: each under its stage
+            data = v1_to_v2(data)
+        elif data.get("schema") != RECORD_SCHEMA:
             raise ConfigError(f"run.json has schema {data.get('schema')!r}, not "
                               f"{RECORD_SCHEMA!r}; re-run infertune optimize with this version")
         record = decode_fields(cls, data)
-        record.hardware, record.profile = hardware, profile
+        record.profiling.hardware, record.profiling.profile = hardware, profile
         return record
 
     def save(self, paths: RunPaths) -> None:
         write_json(paths.run_json, self.to_dict())
-        if self.hardware is not None:
-            write_json(paths.hardware, self.hardware.to_dict())
-        if self.profile is not None:
-            write_json(paths.profile, self.profile.to_dict())
+        if self.profiling.hardware is not None:
+            write_json(paths.hardware, self.profiling.hardware.to_dict())
+        if self.profiling.profile is not None:
+            write_json(paths.profile, self.profiling.profile.to_dict())
 
     @classmethod
     def load(cls, root: Path) -> RunRecord:

@@ -85,15 +85,16 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
             continue
         progress.stage(name, f"{budget.left():.0f} s left")
         started = clock()
-        choice = state.budget_choice
+        choice = state.log.budget_choice
         step(state, budget, progress)
         if name == "size budget":  # a resized budget may now hold the decisive runs, or not
             budget.reserved_s = reserve(budget.total_s)
-        state.stage_seconds[name] = clock() - started
-        if on_budget is not None and state.budget_choice is not choice \
-                and state.budget_choice is not None:
-            on_budget(state.budget_choice)
-    state.budget_estimate = budget_estimate(
-        state.stage_seconds, [s.need_s for s in state.skipped if s.need_s], state.cost_facts)
+        state.log.stage_seconds[name] = clock() - started
+        if on_budget is not None and state.log.budget_choice is not choice \
+                and state.log.budget_choice is not None:
+            on_budget(state.log.budget_choice)
+    log = state.log
+    log.budget_estimate = budget_estimate(
+        log.stage_seconds, [s.need_s for s in log.skipped if s.need_s], log.cost_facts)
     RunRecord.from_state(state).save(paths)  # run.json etc.: what the report is built from
     return state

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator, MutableMapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +28,13 @@ import numpy as np
 from infertune.artifacts import RunPaths  # the run folder's paths (RunDir reads them)
 from infertune.config import Scenario
 from infertune.data import HeldOut
-from infertune.hardware import HardwareInfo
-from infertune.measure.curve import ServiceCurve
-from infertune.measure.profile import Profile
 from infertune.models import load
 from infertune.models.adapter import Adapter
-from infertune.optimize.search.costs import BudgetChoice, BudgetEstimate, CostFacts
-from infertune.optimize.search.ordering import SearchPlan
+from infertune.optimize.findings import RunFindings
 from infertune.optimize.search.screening import ScreenCurve
-from infertune.optimize.search.timing import Candidate, Skipped
-from infertune.optimize.served.cascade_eval import CascadeResult, RightSizing
-from infertune.optimize.served.confirm import Confirmation
-from infertune.optimize.served.input_options import InputOptions
-from infertune.optimize.served.policy_sweep import SweepResult
-from infertune.optimize.served.traffic import Contention, Validation
+from infertune.optimize.search.timing import Skipped
+from infertune.optimize.served.traffic import Contention
 from infertune.quality import Floor, floor_from_config, parse_floor
-from infertune.serial import Serial
 
 DEFAULT_BUDGET_S = 330.0  # 5.5 minutes: the demo must finish in < 6 on 2 cores
 QUICK_BUDGET_S = 90.0
@@ -61,26 +52,6 @@ class OptimizeOptions:
     seed: int = 0
     scenario_source: str = ""
     budget_auto: bool = False  # --budget auto: budget_s is resized from the model's costs
-
-
-@dataclass
-class BuiltVariant(Serial):
-    variant_id: str
-    path: Path | None
-    title: str
-    skipped: str | None = None  # why the pass did not build
-    is_baseline: bool = False
-    manifest: dict[str, Any] = field(default_factory=dict)  # the variant's manifest.json
-    build_s: float | None = None  # measured seconds its pass took (build + check)
-
-
-@dataclass(frozen=True)
-class LoadCurve(Serial):
-    """p99 against offered load for one serving policy, from the queueing simulator."""
-
-    policy_id: str
-    points: list[tuple[float, float]]  # (requests/s, p99 ms)
-
 
 
 class VariantAdapters(MutableMapping[str, Adapter]):
@@ -140,60 +111,12 @@ class VariantAdapters(MutableMapping[str, Adapter]):
         return len(set(self._kept) | set(self._folders))
 
 
-SKIP = {"skip": True}
-
-
-@dataclass(kw_only=True)
-class RunFindings(Serial):
-    """What a run measured and decided: the one list of these fields. The live ``RunState``
-    is built on it (the stages fill it in order) and so is the saved ``RunRecord``
-    (record.py), which copies it field by field and writes it to run.json through ``Serial``:
-    a new measured fact is one field here, nothing else. The hardware and the profile have
-    files of their own (hardware.json, profile.json), so run.json skips them."""
-
-    hardware: HardwareInfo | None = field(default=None, metadata=SKIP)
-    hardware_label: str = ""
-    profile: Profile | None = field(default=None, metadata=SKIP)
-    baseline_variant_id: str | None = None
-    built: list[BuiltVariant] = field(default_factory=list)
-    candidates: list[Candidate] = field(default_factory=list)
-    candidate_models: list[Candidate] = field(default_factory=list)
-    sweep: SweepResult | None = None  # the winning finalist's sweep
-    finalist_sweeps: list[SweepResult] = field(default_factory=list)  # every finalist's
-    validations: dict[str, Validation] = field(default_factory=dict)
-    curve: ServiceCurve | None = None
-    input_options: InputOptions | None = None
-    cascades: list[CascadeResult] = field(default_factory=list)
-    right_sizing: RightSizing | None = None
-    load_curves: list[LoadCurve] = field(default_factory=list)
-    confirmation: Confirmation | None = None  # finalists as served (own process)
-    skipped: list[Skipped] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    cost_facts: CostFacts | None = None  # measured times the step costs are scaled from
-    search_plan: SearchPlan | None = None  # the build order by expected gain per second
-    budget_choice: BudgetChoice | None = None  # what --budget auto chose, and why
-    budget_estimate: BudgetEstimate | None = None  # what a complete search would need
-
-    def built_variant(self, variant_id: str) -> BuiltVariant | None:
-        return next((b for b in self.built if b.variant_id == variant_id), None)
-
-    def findings(self) -> dict[str, Any]:
-        """The findings' fields by name (lists and dicts copied), to build another run view."""
-        return {f.name: _copied(getattr(self, f.name)) for f in fields(RunFindings)}
-
-
-def _copied(value: Any) -> Any:
-    return list(value) if isinstance(value, list) else (
-        dict(value) if isinstance(value, dict) else value)
-
-
 @dataclass
 class RunState(RunFindings):
-    """The live run: its findings (RunFindings) and what only the running process holds, the
-    options, the adapters, the held-out inputs and reference outputs, the timing requests.
-    The run's artifacts (profile.json, variants/*, serving.json, extras.json, run.json) are
-    written from it."""
+    """The live run: its findings (RunFindings, one artifact per stage, findings.py)
+    and what only the running process holds: the options, the adapters, the held-out inputs and
+    reference outputs, the timing requests. The run's artifacts (profile.json, variants/*,
+    serving.json, extras.json, run.json) are written from it."""
 
     options: OptimizeOptions
     paths: RunPaths
@@ -210,7 +133,7 @@ class RunState(RunFindings):
     contention: Contention | None = None
 
     def skip(self, what: str, reason: str, need_s: float | None = None) -> None:
-        self.skipped.append(Skipped(what, reason, need_s))
+        self.log.skipped.append(Skipped(what, reason, need_s))
 
     @property
     def task(self) -> str:

@@ -39,10 +39,10 @@ FIXED = frozenset({PROFILE, SERVING, EXTRAS, RUN_JSON, CONFIRMATION})
 def _variant_file(run: RunRecord, variant_id: str, name: str) -> str:
     """``name`` in the variant's own folder when it was built into one; a --candidate model's
     figures are in extras.json; anything else only in run.json."""
-    built = run.built_variant(variant_id)
+    built = run.build.built_variant(variant_id)
     if built is not None and built.path is not None:
         return (_RELATIVE.variant(Path(built.path).name) / name).as_posix()
-    if any(c.variant_id == variant_id for c in run.candidate_models):
+    if any(c.variant_id == variant_id for c in run.models.candidate_models):
         return EXTRAS
     return RUN_JSON
 

@@ -49,10 +49,10 @@ CDF_PCTS = ("p50", "p90", "p95", "p99")
 
 
 def plots(run: RunRecord) -> PlotData:
-    hw = run.hardware_label
+    hw = run.profiling.hardware_label
     data = PlotData()
     seen_base = False
-    for c in run.candidates:
+    for c in run.screen.candidates:
         t = c.best_timing
         if t is None:
             continue
@@ -79,8 +79,8 @@ def plots(run: RunRecord) -> PlotData:
                                         artifact=quality_artifact(run, c.variant_id))))
     _mark_front(data.quality_vs_speed)
     data.latency_cdf = data.latency_cdf[:7]
-    if run.profile is not None:
-        st = run.profile.stages
+    if run.profiling.profile is not None:
+        st = run.profiling.profile.stages
         n = st.summaries["e2e"].count
         for label, tail in (("typical request (p40-p60)", False), ("slowest 1%", True)):
             data.stage_breakdown.append(StageGroup(label=label, stages=[
@@ -99,22 +99,22 @@ def _mark_front(points: list[QualitySpeedPoint]) -> None:
 
 def load_series(run: RunRecord) -> list[Series]:
     """p99 against load for the leading policies (simulated at fractions of the peak)."""
-    basis = f"queueing simulator fed with service times measured on {run.hardware_label}"
+    basis = f"queueing simulator fed with service times measured on {run.profiling.hardware_label}"
     return [Series(label=c.policy_id, x_unit="requests/s", y_unit="p99 ms",
                    points=list(c.points), source="estimate", basis=basis)
-            for c in run.load_curves]
+            for c in run.sweep.load_curves]
 
 
 def _complete_search(run: RunRecord) -> list[str]:
     """What a complete search of this model would take here: the seconds the stages took
     (measured) plus each left-out step's need, estimated by optimize/search/costs.py from the export
     and call times the run measured (older runs: the steps' stated minimums)."""
-    missing = [s.need_s for s in run.skipped if s.need_s]
+    missing = [s.need_s for s in run.log.skipped if s.need_s]
     if not missing:
         return []
-    if run.budget_estimate is not None:
-        return [run.budget_estimate.sentence()]
-    spent = sum(run.stage_seconds.values())
+    if run.log.budget_estimate is not None:
+        return [run.log.budget_estimate.sentence()]
+    spent = sum(run.log.stage_seconds.values())
     return [f"a complete search of this model on this machine would need a budget of about "
             f"{spent + sum(missing):.0f} s (estimate: the {spent:.0f} s the stages took here "
             f"plus the stated need of the {len(missing)} steps left out; pass --budget with "
@@ -124,10 +124,10 @@ def _complete_search(run: RunRecord) -> list[str]:
 def notes(run: RunRecord) -> list[str]:
     out = [f"not measured: {s.what} ({s.reason}"
            + (f"; it would need about {s.need_s:.0f} s more)" if s.need_s else ")")
-           for s in run.skipped]
+           for s in run.log.skipped]
     out += _complete_search(run)
-    out += run.notes
-    io = run.input_options
+    out += run.log.notes
+    io = run.inputs.input_options
     if io is not None and io.cache is not None:
         c = io.cache
         out.append(f"response cache on {c.requests} held-out inputs: exact repeats "
@@ -135,7 +135,7 @@ def notes(run: RunRecord) -> list[str]:
                    " (counted on the data; production traffic may repeat more or less)")
     if io is not None:
         out += io.notes
-    sw = run.sweep
+    sw = run.sweep.sweep
     if sw is not None and sw.slo and not any(r.goodput_rps for r in sw.ranked):
         targets = ", ".join(f"{k} {v:g} ms" for k, v in sw.slo.items())
         out.append(f"no serving policy keeps the SLO ({targets}) at any rate on this machine "
@@ -144,14 +144,14 @@ def notes(run: RunRecord) -> list[str]:
                    "goodput and cost per 1,000 requests at goodput are not defined here")
     for b in sw.batching if sw is not None else []:
         out.append(f"batching (simulated): {b.sentence}")
-    if run.right_sizing is not None:
-        rs = run.right_sizing
+    if run.sweep.right_sizing is not None:
+        rs = run.sweep.right_sizing
         cost = (f" at ${rs.cost_per_hour_usd:.2f}/hour" if rs.cost_per_hour_usd is not None
                 else "")
         out.append(f"right-sizing (estimate from simulated goodput {rs.goodput_per_instance:.1f} "
                    f"req/s per instance): {rs.instances} instance(s), {rs.cores} cores for the "
                    f"peak of {rs.peak_rps:g} req/s{cost}")
-    for cas in run.cascades:
+    for cas in run.models.cascades:
         best = cas.best_within(0.99)
         if best is not None:
             out.append(f"cascade {cas.candidate} -> {cas.baseline} (estimate from measured "
@@ -169,8 +169,8 @@ def build_run_report(run: RunRecord) -> Report:
     measured, covers = measured_options(run)  # before notes(): it may add a note to the run
     rec, serving = recommendation(run, inside)
     check = slo_check(run)
-    if check is not None and run.sweep is not None:  # over the cost ceiling: what would fit
-        check.what_would += ceiling_advice(check, run.sweep, sc.deployment.cost_per_hour_usd)
+    if check is not None and run.sweep.sweep is not None:  # over the cost ceiling: what would fit
+        check.what_would += ceiling_advice(check, run.sweep.sweep, sc.deployment.cost_per_hour_usd)
     subject = Subject(
         scenario=sc, hardware=run_hardware(run), hardware_known=True,
         runtime=run.baseline_runtime, runtime_source="the baseline as loaded here",
@@ -196,15 +196,15 @@ def _measured_facts(run: RunRecord) -> list[str]:
     """Scenario facts the run supplied by measuring, so the report does not ask for them: the
     machine (detected), the inputs (the held-out data) and, once profiled, the current
     latency (the baseline's)."""
-    return ["hardware", "inputs"] + (["current"] if run.profile is not None else [])
+    return ["hardware", "inputs"] + (["current"] if run.profiling.profile is not None else [])
 
 
 def _baseline(run: RunRecord) -> dict[str, Figure]:
     """The baseline's end-to-end percentiles as profiled here (batch 1, unloaded)."""
-    if run.profile is None:
+    if run.profiling.profile is None:
         return {}
-    e2e = run.profile.stages.summaries["e2e"]
-    hw = run.hardware_label or "this machine"
+    e2e = run.profiling.profile.stages.summaries["e2e"]
+    hw = run.profiling.hardware_label or "this machine"
     return {k: Figure.measured(float(f"{e2e.p(float(k[1:])):.3g}"), "ms", hw, e2e.count,
                                what="baseline end to end at batch 1, unloaded",
                                artifact=PROFILE)
@@ -214,7 +214,7 @@ def _baseline(run: RunRecord) -> dict[str, Figure]:
 def _inside_measured(run: RunRecord) -> bool:
     """Whether measured_inside_slo judged from a measurement (the baseline's profile against
     stated targets) rather than from the scenario's stated figures."""
-    return run.profile is not None and bool(run.scenario.slo.targets())
+    return run.profiling.profile is not None and bool(run.scenario.slo.targets())
 
 
 def _assumptions(run: RunRecord) -> list[str]:
@@ -232,7 +232,7 @@ def _assumptions(run: RunRecord) -> list[str]:
 
 def _stages_text(run: RunRecord) -> str:
     """What one timed call covers, by the kind and task of the model the run profiled."""
-    model = run.profile.model if run.profile is not None else {}
+    model = run.profiling.profile.model if run.profiling.profile is not None else {}
     if model.get("kind") != "text":
         return "preprocessing, model and postprocessing"
     return "tokenisation, model and " + ("pooling" if run.task == "embedding"

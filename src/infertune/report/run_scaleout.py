@@ -31,7 +31,7 @@ RAY_KEYS = tuple(RayAutoscaling.__annotations__)
 
 
 def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
-    sw = run.sweep
+    sw = run.sweep.sweep
     if sw is None:
         return None
     best = sw.best
@@ -44,7 +44,7 @@ def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
         fig = measured.goodput
         assert fig.value is not None
         out.per_instance_goodput = fig
-        hw = run.hardware_label or "this machine"
+        hw = run.profiling.hardware_label or "this machine"
         if measured.label == "peak" and fig.value >= sw.peak_rps - 1e-9:
             # the peak's own load test held the SLO on one instance at the stated peak rate.
             # Its goodput is what that test measured; when a finite sample of the schedule fell
@@ -85,8 +85,8 @@ def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
         if best.goodput_rps:
             goodput = Sourced(best.goodput_rps, "estimate: the queueing simulator's goodput of "
                               f"policy {best.policy_id}, fed with service times measured on "
-                              f"{run.hardware_label or 'this machine'}; not confirmed by a "
-                              "load test")
+                              f"{run.profiling.hardware_label or 'this machine'}; not "
+                              "confirmed by a load test")
             n = max(1, math.ceil(sw.peak_rps / best.goodput_rps - 1e-9))
             out.instances_at_peak = Figure(value=n, unit="instances", source="estimate", basis=(
                 f"ceil(peak {sw.peak_rps:g} req/s / {best.goodput_rps:.3g} req/s per "
@@ -142,12 +142,12 @@ def _missed_statement(check: SloCheck | None) -> str:
 
 
 def _plan(run: RunRecord, goodput: Sourced | None) -> tuple[AutoscalePlan | None, str]:
-    sw = run.sweep
+    sw = run.sweep.sweep
     assert sw is not None
     policy = sw.best.serve_policy
-    facts = facts_from(run.scenario, "the run's scenario.yaml", run.curve,
-                       f"run.json (measured on {run.hardware_label or 'this machine'})")
-    cold = run.profile.cold_start if run.profile is not None else None
+    facts = facts_from(run.scenario, "the run's scenario.yaml", run.sweep.curve,
+                       f"run.json (measured on {run.profiling.hardware_label or 'this machine'})")
+    cold = run.profiling.profile.cold_start if run.profiling.profile is not None else None
     try:
         plan = plan_from(
             facts, policy, Limits(cpus_per_replica=float(policy.model_threads or 1)),

@@ -54,16 +54,16 @@ def _pcts(t: Timing, hw: str, artifact: str, base: bool = False,
 
 
 def variant_rows(run: RunRecord) -> list[VariantRow]:
-    hw = run.hardware_label
+    hw = run.profiling.hardware_label
     rows: list[VariantRow] = []
-    ref = next((c for c in run.candidates if c.best_timing), None)
+    ref = next((c for c in run.screen.candidates if c.best_timing), None)
     if ref is not None and ref.best_timing is not None:
-        rows.append(VariantRow(variant_id=run.baseline_variant_id or "baseline",
+        rows.append(VariantRow(variant_id=run.build.baseline_variant_id or "baseline",
                                title="baseline (as given)", latency=_pcts(
                                    ref.best_timing, hw, timing_artifact(run, ref.variant_id),
                                    base=True, what="baseline side of the A/B"),
                                quality_verdict="pass", notes="the reference for quality"))
-    for c in run.candidates + run.candidate_models:
+    for c in run.screen.candidates + run.models.candidate_models:
         t = c.best_timing
         if t is None:
             continue
@@ -90,14 +90,14 @@ def _floor_text(run: RunRecord) -> str:
 
 
 def policy_rows(run: RunRecord) -> list[PolicyRow]:
-    sw = run.sweep
+    sw = run.sweep.sweep
     if sw is None:
         return []
-    hw = run.hardware_label
+    hw = run.profiling.hardware_label
     basis = f"queueing simulator fed with service times measured on {hw}"
     rows = []
     # the winning finalist's policies first, then the other finalists' (joint search)
-    sweeps = [sw] + [f for f in run.finalist_sweeps if f.variant_id != sw.variant_id]
+    sweeps = [sw] + [f for f in run.sweep.finalist_sweeps if f.variant_id != sw.variant_id]
     price = stated_price(run)
     for s, r in ((one, r) for one in sweeps for r in one.ranked):
         def pc(stats: SimStats, validated: Any) -> Percentiles:
@@ -142,7 +142,7 @@ def stated_price(run: RunRecord) -> Figure | None:
 
 
 def diagnosis(run: RunRecord) -> Diagnosis:
-    prof, hw = run.profile, run.hardware_label
+    prof, hw = run.profiling.profile, run.profiling.hardware_label
     if prof is None:
         return Diagnosis(summary="not measured: the baseline profile did not run (see notes)")
     st = prof.stages
@@ -180,11 +180,11 @@ def _sentence(text: str) -> str:
 
 
 def _queueing_text(run: RunRecord) -> str:
-    sw = run.sweep
+    sw = run.sweep.sweep
     if sw is None:
         return "not measured: no serving sweep ran"
     best = sw.best
-    base = run.curve.latency_ms(1) if run.curve is not None else None
+    base = run.sweep.curve.latency_ms(1) if run.sweep.curve is not None else None
     peak = best.validated_peak or best.at_peak
     if base is None:
         return ""
@@ -196,19 +196,19 @@ def _queueing_text(run: RunRecord) -> str:
 def measured_options(run: RunRecord) -> tuple[list[Option], frozenset[str]]:
     """The options the run measured (or simulated from its measurements), unranked, and the
     knowledge entries they cover (measured beats estimated for the same thing)."""
-    hw = run.hardware_label
+    hw = run.profiling.hardware_label
     options: list[Option] = []
     kinds: set[str] = set()
     variant_opts = variant_options(run)
     options += variant_opts
     if variant_opts:
         kinds.add("variant")
-    if run.sweep is not None:
-        o = opt.policy_option(run.sweep, hw, bool(run.validations))
+    if run.sweep.sweep is not None:
+        o = opt.policy_option(run.sweep.sweep, hw, bool(run.sweep.validations))
         if o is not None:
             options.append(o)
             kinds.add("policy")
-    io = run.input_options
+    io = run.inputs.input_options
     if io is not None:
         cache = opt.cache_option(io.cache, None) if io.cache is not None else None
         if cache is not None:
@@ -223,10 +223,10 @@ def measured_options(run: RunRecord) -> tuple[list[Option], frozenset[str]]:
                                             "output; check quality on long inputs"),
                 "re-run the quality check with the trimmed max length"))
             kinds.add("trimming")
-        batching = run.sweep is not None and run.sweep.best.policy["max_batch_size"] > 1
+        batching = run.sweep.sweep is not None and run.sweep.sweep.best.policy["max_batch_size"] > 1
         if io.bucketing is not None and not batching:
             b = io.bucketing
-            run.notes.append(
+            run.log.notes.append(
                 f"length bucketing: length-sorted batches of 8 took {b.ratio_p95:.2f}x the p95 "
                 f"time of batches in arrival order (measured, {b.samples} batches each), but "
                 "the chosen serving policy does not batch, so it does not apply; it matters "
@@ -241,12 +241,12 @@ def variant_options(run: RunRecord) -> list[Option]:
     floor; the variants table keeps them with the reason)."""
     floor_text = _floor_text(run)
     out = []
-    for c in run.candidates:
+    for c in run.screen.candidates:
         if c.best_timing is None or c.dropped:
             continue
-        b = run.built_variant(c.variant_id)
+        b = run.build.built_variant(c.variant_id)
         out.append(opt.variant_option(c, b.manifest if b else {}, floor_margin(run, c),
-                                      run.hardware_label, floor_text,
+                                      run.profiling.hardware_label, floor_text,
                                       timing_artifact(run, c.variant_id)))
     return out
 
@@ -256,7 +256,7 @@ def measured_impacts(run: RunRecord, inside: bool | None) -> dict[str, float]:
     percentile against one common baseline figure), so the top variant option is the variant
     the run chose."""
     key = objective_key(inside, run.scenario.slo.targets())
-    by_id = {f"variant-{c.variant_id}": c for c in run.candidates
+    by_id = {f"variant-{c.variant_id}": c for c in run.screen.candidates
              if c.best_timing is not None and not c.dropped}
     common = common_baseline_ms(list(by_id.values()), key)
     return {oid: variant_impact(c, key, common) for oid, c in by_id.items()} if common else {}
@@ -269,11 +269,12 @@ def rank_options(run: RunRecord, options: list[Option], inside: bool | None) -> 
 
 def run_hardware(run: RunRecord) -> HardwareProfile:
     """The machine the run measured on, as the knowledge base matches it."""
-    return HardwareProfile(description=run.hardware_label or "this machine", caps=_caps(run))
+    return HardwareProfile(description=run.profiling.hardware_label or "this machine",
+                           caps=_caps(run))
 
 
 def _caps(run: RunRecord) -> frozenset[str]:
-    hw = run.hardware
+    hw = run.profiling.hardware
     if hw is None:
         return frozenset({"cpu"})
     caps = {"cpu"} | {f for f in hw.flags}
@@ -288,13 +289,13 @@ def _caps(run: RunRecord) -> frozenset[str]:
 
 def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation, Serving]:
     best: Candidate | None = recommended_candidate(run, inside)
-    sw = run.sweep
+    sw = run.sweep.sweep
     policy = sw.best if sw is not None else None
     if best is None:
-        vid = run.baseline_variant_id
-        passing = [c for c in run.candidates
+        vid = run.build.baseline_variant_id
+        passing = [c for c in run.screen.candidates
                    if c.quality_verdict == "pass" and not c.is_baseline]
-        why = ("no variant was measured; keep the baseline" if not run.candidates else
+        why = ("no variant was measured; keep the baseline" if not run.screen.candidates else
                "no variant met the quality floor; keep the baseline and take the "
                "non-quantizing options (serving policy, caching, input handling)"
                if not passing else
@@ -321,7 +322,7 @@ def recommendation(run: RunRecord, inside: bool | None) -> tuple[Recommendation,
                           policy=policy.policy, why=_policy_why(policy, run))
     else:
         # serve always finds a policy here; without a sweep it is the documented default
-        reason = next((s.reason for s in run.skipped if "sweep" in s.what),
+        reason = next((s.reason for s in run.log.skipped if "sweep" in s.what),
                       "no sweep ran")
         serving = Serving(variant_id=rec.variant_id, policy_id="default",
                           policy=ServePolicy(timeout_ms=serve_deadline_ms(
@@ -348,7 +349,7 @@ def _policy_why(policy: PolicyResult, run: RunRecord | None = None) -> str:
 
 def _served_finalists(run: RunRecord | None) -> str | None:
     """The finalists confirmed as served, when a winner came out of it."""
-    conf = run.confirmation if run is not None else None
+    conf = run.confirm.confirmation if run is not None else None
     if conf is None or conf.winner is None:
         return None
     return ", ".join(a.key for a in conf.arms if a.error is None)
@@ -360,7 +361,7 @@ def _chosen_by(run: RunRecord) -> str:
         return (f"the configuration with the highest goodput at the SLO measured as served, "
                 f"each finalist in its own process ({served}), a variant")
     if measured_winner(run) is not None:
-        ids = ", ".join(s.variant_id for s in run.finalist_sweeps)
+        ids = ", ".join(s.variant_id for s in run.sweep.finalist_sweeps)
         return (f"the configuration that measured best under the scenario's traffic through "
                 f"serve's runtime among the finalists ({ids}), a variant")
     return "top-ranked variant (impact per effort within the risk budget)"

@@ -43,7 +43,7 @@ PCTS = ("p50", "p95", "p99")
 
 
 def slo_check(run: RunRecord) -> SloCheck | None:
-    sw = run.sweep
+    sw = run.sweep.sweep
     if sw is None:
         return None
     best = sw.best
@@ -54,7 +54,7 @@ def slo_check(run: RunRecord) -> SloCheck | None:
         cost_ceiling=Figure(value=ceiling, unit="USD per 1,000 requests", source="estimate",
                             basis="stated in the scenario (constraints.cost_ceiling_usd_per_1k)")
         if ceiling is not None else None)
-    conf = run.confirmation
+    conf = run.confirm.confirmation
     served = conf.arm(sw.variant_id, best.policy_id) if conf is not None else None
     for label, rate, predicted in (("mean", sw.mean_rps, best.at_mean),
                                    ("peak", sw.peak_rps, best.at_peak)):
@@ -63,7 +63,7 @@ def slo_check(run: RunRecord) -> SloCheck | None:
         val = served.at.get(label) if served is not None else None
         how = conf.how(served, label) if conf is not None and served and val else None
         if val is None:
-            val = run.validations.get(validation_key(sw.variant_id, best.policy_id, label))
+            val = run.sweep.validations.get(validation_key(sw.variant_id, best.policy_id, label))
         # the confirmation's own file, else the sweep stage's (its in-process load tests)
         artifact = CONFIRMATION if how is not None else SERVING
         check.points.append(_point(run, best, label, rate, predicted, val, how, artifact))
@@ -79,7 +79,7 @@ def slo_check(run: RunRecord) -> SloCheck | None:
 
 def _point(run: RunRecord, best: PolicyResult, label: str, rate: float, predicted: SimStats,
            val: Validation | None, how: str | None, artifact: str) -> SloPoint:
-    hw = run.hardware_label
+    hw = run.profiling.hardware_label
     basis = f"queueing simulator fed with service times measured on {hw}"
     point = SloPoint(
         label=label, offered=Figure(value=rate, unit="requests/s", source="estimate",
@@ -170,7 +170,7 @@ def point_verdict(checks: list[PercentileCheck], shed: float) -> TargetVerdict:
 
 def decisive_text(run: RunRecord, label: str, rate: float) -> str:
     """The run that would decide the verdict at ``label``: the confirmation's own sizing."""
-    conf = run.confirmation
+    conf = run.confirm.confirmation
     if conf is not None and label in conf.decisive:
         return conf.decisive[label].text()
     return decisive_run(label, best_slo(run), run.scenario.traffic, rate).text()
@@ -260,7 +260,7 @@ def _ms(bound: float | None) -> str:
 
 
 def _instances(run: RunRecord, best: PolicyResult, check: SloCheck) -> list[str]:
-    sw = run.sweep
+    sw = run.sweep.sweep
     assert sw is not None
     kept = [p for p in check.points if p.goodput is not None and p.goodput.value]
     if kept:
@@ -280,7 +280,7 @@ def _instances(run: RunRecord, best: PolicyResult, check: SloCheck) -> list[str]
 
 
 def _long_inputs(run: RunRecord, check: SloCheck) -> list[str]:
-    curve = run.curve
+    curve = run.sweep.curve
     if curve is None or curve.seq_lens == [None] or not check.targets:
         return []
     target = min(check.targets.values())
@@ -289,5 +289,5 @@ def _long_inputs(run: RunRecord, check: SloCheck) -> list[str]:
         return []
     first = min(over)
     return [f"inputs of {first} tokens or more take longer than {target:g} ms alone (batch 1, "
-            f"forward only: the service curve measured on {run.hardware_label}); trimming or "
-            "routing them elsewhere is what would keep the rest inside the SLO"]
+            f"forward only: the service curve measured on {run.profiling.hardware_label}); "
+            "trimming or routing them elsewhere is what would keep the rest inside the SLO"]

@@ -89,9 +89,9 @@ def test_another_schema_or_a_newer_version_is_refused_in_one_line(tmp_path: Path
         "infertune release that wrote it")
     assert "\n" not in str(newer.value)
     run = RunDir(tmp_path)  # run.json keeps its own reader, and the same check
-    run.paths.run_json.write_text(json.dumps({"schema": "infertune.run/v2"}))
-    with pytest.raises(ConfigError, match=r"run.json: schema 'infertune.run/v2' is newer than "
-                       r"this infertune reads \(infertune.run/v1\); re-run infertune optimize "
+    run.paths.run_json.write_text(json.dumps({"schema": "infertune.run/v3"}))
+    with pytest.raises(ConfigError, match=r"run.json: schema 'infertune.run/v3' is newer than "
+                       r"this infertune reads \(infertune.run/v2\); re-run infertune optimize "
                        "with this version, or install the infertune release that wrote it$"):
         run.record(RunRecord)
 

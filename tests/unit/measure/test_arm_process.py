@@ -15,6 +15,7 @@ from onnx_graphs import WIDTH, make_mlp
 from infertune.measure.arm_process import ArmFailed, ArmProcess
 from infertune.measure.compare import run_interleaved
 from infertune.models import load
+from infertune.optimize.findings import RunLog
 from infertune.optimize.search.timing import ONE_PROCESS, OWN_PROCESSES, Timing
 from infertune.optimize.stages.survivors import _arm, _proper_timing
 
@@ -47,12 +48,12 @@ def test_a_model_that_cannot_load_fails_in_one_line_naming_it(tmp_path: Path) ->
                                         "load it"):
         ArmProcess(str(missing))
     # optimize's proper A/B then runs both sides in its own process, and its notes say why
-    state = SimpleNamespace(notes=[])
+    state = SimpleNamespace(log=RunLog())
     assert _arm(state, str(missing), "the baseline") is None  # type: ignore[arg-type]
-    assert state.notes[0].startswith("the baseline could not be loaded in a process of its "
+    assert state.log.notes[0].startswith("the baseline could not be loaded in a process of its "
                                      "own (")
-    assert "no-such-model.onnx" in state.notes[0] and "both sides in this process" in \
-        state.notes[0]
+    assert "no-such-model.onnx" in state.log.notes[0] and "both sides in this process" in \
+        state.log.notes[0]
 
 
 def test_a_failing_request_is_reported_and_the_child_keeps_serving(base: ArmProcess) -> None:
@@ -71,10 +72,10 @@ def test_self_timed_samples_are_the_times_the_calls_report() -> None:
 
 def test_the_proper_ab_runs_each_side_in_its_own_process(mlp: Path, base: ArmProcess) -> None:
     adapter = load(mlp)
-    state = SimpleNamespace(options=SimpleNamespace(seed=0), requests=[REQUEST], notes=[],
+    state = SimpleNamespace(options=SimpleNamespace(seed=0), requests=[REQUEST], log=RunLog(),
                             adapters={"v": adapter}, baseline=adapter)
     timing = _proper_timing(state, "v", mlp, base, 1.0)  # type: ignore[arg-type]
-    assert timing.where == OWN_PROCESSES and timing.samples >= 20 and state.notes == []
+    assert timing.where == OWN_PROCESSES and timing.samples >= 20 and state.log.notes == []
     assert Timing.from_dict(timing.to_dict()).where == OWN_PROCESSES
     older = {k: v for k, v in timing.to_dict().items() if k != "where"}  # a run before it
     assert Timing.from_dict(older).where == ONE_PROCESS

@@ -10,6 +10,7 @@ from infertune.config import Scenario
 from infertune.measure.curve import CurvePoint, ServiceCurve
 from infertune.measure.tail_interval import TailInterval
 from infertune.models.variant import Manifest
+from infertune.optimize.findings import BuiltVariant, LoadCurve, by_stage
 from infertune.optimize.passes.registry import EngineVerdict
 from infertune.optimize.passes.variant_files import VariantResult
 from infertune.optimize.record import RunRecord
@@ -33,7 +34,6 @@ from infertune.optimize.served.policy_sweep import (
     SweepResult,
 )
 from infertune.optimize.served.traffic import Contention, Validation
-from infertune.optimize.state import BuiltVariant, LoadCurve
 
 SCENARIO = Scenario.model_validate({
     "slo": {"p95_ms": 50, "p99_ms": 80},
@@ -162,7 +162,7 @@ def variant_result() -> VariantResult:
 def run_record(root: Path) -> RunRecord:
     return RunRecord(
         model="minilm", scenario=SCENARIO, data_source="held.jsonl", quick=True,
-        task="embedding", baseline_runtime="torch", quality_count=64,
+        task="embedding", baseline_runtime="torch", quality_count=64, **by_stage(
         hardware_label="test cpu (2 cores)", baseline_variant_id="torch_fp32",
         built=[built_variant(root), BuiltVariant("bf16", None, "torch bf16", skipped="no bf16",
                                                  is_baseline=False)],
@@ -174,7 +174,7 @@ def run_record(root: Path) -> RunRecord:
         notes=["a note"], stage_seconds={"setup": 0.1, "screen": 12.5},
         cost_facts=cost_facts(), search_plan=search_plan(),
         budget_choice=BudgetChoice(120.0, 118.5, "--budget auto: 120 s"),
-        budget_estimate=BudgetEstimate(150.5, 100.0, 50.5, "a call of 4.0 ms"))
+        budget_estimate=BudgetEstimate(150.5, 100.0, 50.5, "a call of 4.0 ms")))
 
 
 def samples(root: Path) -> dict[str, Any]:

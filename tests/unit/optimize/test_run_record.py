@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +14,7 @@ import pytest
 from infertune.config import Scenario, ServePolicy
 from infertune.errors import ConfigError
 from infertune.measure.tail_interval import TailInterval
+from infertune.optimize.findings import BuiltVariant, LoadCurve, RunFindings, by_stage
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.choice import recommended_candidate
 from infertune.optimize.search.timing import Candidate, Skipped, Timing
@@ -26,7 +28,7 @@ from infertune.optimize.served.policy_sweep import (
 )
 from infertune.optimize.served.traffic import Validation
 from infertune.optimize.stages.sweep import serve_deadline_ms
-from infertune.optimize.state import BuiltVariant, LoadCurve, RunFindings, RunPaths, RunState
+from infertune.optimize.state import RunPaths, RunState
 from infertune.report.run_report import build_run_report, write_run_report
 
 
@@ -56,7 +58,7 @@ def record(tmp_path: Path) -> RunRecord:
     folder = tmp_path / "variants" / "int8"
     return RunRecord(
         model="m", scenario=scenario, data_source="held.jsonl", quick=True, task="embedding",
-        baseline_runtime="torch", quality_count=64, hardware_label="test cpu (2 cores)",
+        baseline_runtime="torch", quality_count=64, **by_stage(hardware_label="test cpu (2 cores)",
         baseline_variant_id="torch_fp32",
         built=[BuiltVariant("int8", folder, "ONNX Runtime int8", manifest={
             "runtime": "onnxruntime", "precision": "int8", "passes": [{"name": "quant"}]})],
@@ -69,7 +71,7 @@ def record(tmp_path: Path) -> RunRecord:
                 for k, q, v in (("p50", 0.5, 7.0), ("p95", 0.95, 12.0), ("p99", 0.99, 20.0))})},
         load_curves=[LoadCurve(best.policy_id, [(7.5, 9.0), (30.0, 12.0)])],
         skipped=[Skipped("variant torch_bf16", "not built: --quick", 30.0)],
-        notes=["a note"], stage_seconds={"setup": 0.1})
+        notes=["a note"], stage_seconds={"setup": 0.1}))
 
 
 def test_the_record_round_trips_through_run_json(tmp_path: Path) -> None:
@@ -77,8 +79,8 @@ def test_the_record_round_trips_through_run_json(tmp_path: Path) -> None:
     data = json.loads(json.dumps(run.to_dict()))
     again = RunRecord.from_dict(data)
     assert again.to_dict() == run.to_dict()
-    assert again.built[0].path == tmp_path / "variants" / "int8"
-    assert again.sweep is not None and again.sweep.best.policy["timeout_ms"] == 800.0
+    assert again.build.built[0].path == tmp_path / "variants" / "int8"
+    assert again.sweep.sweep is not None and again.sweep.sweep.best.policy["timeout_ms"] == 800.0
 
 
 def test_the_report_is_built_from_the_saved_files(tmp_path: Path) -> None:
@@ -112,13 +114,13 @@ def test_the_slo_check_shows_measured_beside_predicted_and_what_would(tmp_path: 
     assert mean.meets_slo is None and mean.goodput is None  # not load-tested: no figure
 
     # the same configuration missing the SLO at peak: the report says so and what would
-    assert run.sweep is not None
-    run.sweep.best.validated_peak = SimStats(30, 60.0, 120.0, 200.0, shed=0.0, requests=180)
-    pid = run.sweep.best.policy_id
+    assert run.sweep.sweep is not None
+    run.sweep.sweep.best.validated_peak = SimStats(30, 60.0, 120.0, 200.0, shed=0.0, requests=180)
+    pid = run.sweep.sweep.best.policy_id
     mean_stats = SimStats(10, 6.0, 9.0, 12.0, shed=0.0, requests=600)
-    run.validations = {validation_key("int8", pid, "peak"): Validation(
-        run.sweep.best.validated_peak, 29.0, 0.4, 6.0, [], intervals=tight(
-            run.sweep.best.validated_peak)),
+    run.sweep.validations = {validation_key("int8", pid, "peak"): Validation(
+        run.sweep.sweep.best.validated_peak, 29.0, 0.4, 6.0, [], intervals=tight(
+            run.sweep.sweep.best.validated_peak)),
         validation_key("int8", pid, "mean"): Validation(
         mean_stats, 10.0, 0.3, 6.0, [], intervals=tight(mean_stats))}
     check = build_run_report(run).slo_check
@@ -144,14 +146,14 @@ def test_the_joint_search_recommends_the_configuration_that_measured_best(tmp_pa
     run = record(tmp_path)
     assert recommended_candidate(run, inside=False).variant_id == "int8"  # batch-1 ranking
     # a second finalist, slower at batch 1, whose best policy measured better under load
-    run.candidates.append(Candidate("fused", "fused", "pass", 0.999, (0.998, 1.0),
+    run.screen.candidates.append(Candidate("fused", "fused", "pass", 0.999, (0.998, 1.0),
                                     proper=timing("fused", 15.0, 30.0)))
-    assert run.sweep is not None
-    fused = SweepResult.from_dict(run.sweep.to_dict())
+    assert run.sweep.sweep is not None
+    fused = SweepResult.from_dict(run.sweep.sweep.to_dict())
     fused.variant_id = "fused"
-    run.finalist_sweeps = [run.sweep, fused]
+    run.sweep.finalist_sweeps = [run.sweep.sweep, fused]
     assert recommended_candidate(run, inside=False).variant_id == "int8"  # sweep says int8
-    run.sweep = fused
+    run.sweep.sweep = fused
     assert recommended_candidate(run, inside=False).variant_id == "fused"
     report = build_run_report(run)
     assert report.recommendation is not None and report.recommendation.variant_id == "fused"
@@ -172,36 +174,61 @@ def test_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path: Path) -> None:
         RunRecord.load(tmp_path)
 
 
-def test_a_run_json_the_hand_written_record_wrote_reads_back_unchanged(tmp_path: Path) -> None:
-    # captured from RunRecord.to_dict as it was written by hand (field by field, before the
-    # findings moved to one class), on this module's record() with the variant path relative
+def test_a_v1_run_json_loads_with_each_finding_under_its_stage(tmp_path: Path) -> None:
+    # captured from RunRecord.to_dict as it was written by hand (schema infertune.run/v1, every
+    # finding flat at the top level), on this module's record() with the variant path relative
     old = json.loads((Path(__file__).parent / "run_json_hand_written.json").read_text())
-    # (a field added to RunFindings since adds its key: the old keys stay as they were)
-    rec = RunRecord.from_dict(old)
-    assert {k: v for k, v in rec.to_dict().items() if k in old} == old
-    new = record(tmp_path).to_dict()
-    new["built"] = [{**b, "path": f"variants/{b['variant_id']}"} for b in new["built"]]
-    assert [k for k in new if k in old] == list(old)  # the same keys in the same order
-    assert {k: v for k, v in new.items() if k in old} == old  # and the same values
+    assert old["schema"] == "infertune.run/v1"
+    (tmp_path / "run.json").write_text(json.dumps(old))
+    loaded = RunRecord.load(tmp_path).to_dict()
+    assert loaded["schema"] == "infertune.run/v2"
+    stage_of = {f.name: stage.name for stage in dataclasses.fields(RunFindings)
+                for f in dataclasses.fields(getattr(RunFindings(), stage.name))}
+    new = record(tmp_path).to_dict()  # the same record written today
+    new["build"]["built"] = [{**b, "path": f"variants/{b['variant_id']}"}
+                             for b in new["build"]["built"]]
+    for key, value in old.items():
+        if key == "schema":
+            continue
+        # the run's own facts stay at the top level, each finding moves under its stage
+        for v2 in (loaded, new):
+            assert (v2[stage_of[key]][key] if key in stage_of else v2[key]) == value, key
+
+
+@pytest.mark.parametrize(("schema", "says"), [
+    ("infertune.run/v3", "'infertune.run/v3' is newer than this infertune reads"),
+    ("infertune.report/v1", "'infertune.report/v1' is not 'infertune.run/v2'"),
+    (None, "None is not 'infertune.run/v2'")])
+def test_a_run_json_of_another_schema_or_version_is_refused_in_one_line(
+        tmp_path: Path, schema: str | None, says: str) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"schema": schema, "model": "m"}))
+    with pytest.raises(ConfigError, match=re.escape(says)) as exc:
+        RunRecord.load(tmp_path)
+    assert "\n" not in str(exc.value)
 
 
 def test_every_finding_of_the_live_run_reaches_the_saved_record(tmp_path: Path) -> None:
-    # a measured fact added to RunFindings reaches run.json with no other edit: from_state
-    # copies the findings by their field list, and the record writes every field it has
+    # a measured fact added to a stage's artifact (findings.py) reaches run.json with
+    # no other edit: the live state and the record hold the same artifacts, which Serial writes
     state = RunState(options=SimpleNamespace(
         model="m", scenario=Scenario(), data=SimpleNamespace(source="held.jsonl"), quick=True),
         paths=RunPaths(tmp_path), baseline=SimpleNamespace(
             info=SimpleNamespace(task="embedding", runtime="torch")))
-    for i, f in enumerate(dataclasses.fields(RunFindings)):
-        if f.type in ("str", "str | None"):
-            setattr(state, f.name, f"value {i}")
-    state.notes.append("a note")
-    state.stage_seconds["setup"] = 1.5
+    skipped = set()
+    for i, stage in enumerate(dataclasses.fields(RunFindings)):
+        artifact = getattr(state, stage.name)
+        for f in dataclasses.fields(artifact):
+            if f.type in ("str", "str | None"):
+                setattr(artifact, f.name, f"value {i}")
+            if f.metadata.get("skip"):
+                skipped.add(f.name)
+    state.log.notes.append("a note")
+    state.log.stage_seconds["setup"] = 1.5
     rec = RunRecord.from_state(state)
-    for f in dataclasses.fields(RunFindings):
-        assert getattr(rec, f.name) == getattr(state, f.name), f.name
+    for stage in dataclasses.fields(RunFindings):
+        assert getattr(rec, stage.name) == getattr(state, stage.name), stage.name
     written = rec.to_dict()
-    skipped = {f.name for f in dataclasses.fields(RunFindings) if f.metadata.get("skip")}
     assert skipped == {"hardware", "profile"}  # their own files
-    assert {f.name for f in dataclasses.fields(RunRecord)} - skipped | {"schema"} == set(written)
+    assert {f.name for f in dataclasses.fields(RunRecord)} | {"schema"} == set(written)
+    assert written["profiling"] == {"hardware_label": "value 1"}
     assert RunRecord.from_dict(written).to_dict() == written

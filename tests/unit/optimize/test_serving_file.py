@@ -17,18 +17,18 @@ from infertune.optimize.served.traffic import Validation
 
 def test_the_sweep_stages_serving_file_reads_back_as_optimize_types(tmp_path: Path) -> None:
     rec = record(tmp_path)
-    assert rec.sweep is not None
+    assert rec.sweep.sweep is not None
     curve = ServiceCurve([CurvePoint(1, None, 5.0, 6.0, 5.0, 5, 200.0)], runtime="onnxruntime")
-    sizing = right_size(30.0, rec.sweep.best.goodput_rps, 2, 0.2)
+    sizing = right_size(30.0, rec.sweep.sweep.best.goodput_rps, 2, 0.2)
     assert sizing is not None
     run = RunDir(tmp_path)
-    ServingFile(variant_id=rec.sweep.variant_id, sweep=rec.sweep.to_dict(),
-                finalists=[rec.sweep.to_dict()], curve=curve, overhead_ms=0.3,
-                validations={k: v.to_dict() for k, v in rec.validations.items()},
+    ServingFile(variant_id=rec.sweep.sweep.variant_id, sweep=rec.sweep.sweep.to_dict(),
+                finalists=[rec.sweep.sweep.to_dict()], curve=curve, overhead_ms=0.3,
+                validations={k: v.to_dict() for k, v in rec.sweep.validations.items()},
                 right_sizing=sizing.to_dict()).save(run.paths.serving)
     assert json.loads(run.paths.serving.read_text())["schema"] == "infertune.serving/v1"
     serving = run.serving()
-    assert serving.sweep is not None and SweepResult.from_dict(serving.sweep) == rec.sweep
+    assert serving.sweep is not None and SweepResult.from_dict(serving.sweep) == rec.sweep.sweep
     assert {k: Validation.from_dict(v) for k, v in serving.validations.items()} == \
-        rec.validations
+        rec.sweep.validations
     assert serving.curve == curve and serving.simulated_goodput == sizing.goodput_per_instance

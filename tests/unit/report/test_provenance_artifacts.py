@@ -19,12 +19,13 @@ from infertune.jsonfile import write_json
 from infertune.measure.profile import Profile
 from infertune.measure.stages import StageReport, StageSamples
 from infertune.measure.tail_interval import TailInterval
+from infertune.optimize.findings import BuiltVariant, by_stage
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.timing import Candidate, Timing
 from infertune.optimize.served.input_options import InputOptions, TimedOption
 from infertune.optimize.served.policy_sweep import SimStats, SweepGrid, sweep, validation_key
 from infertune.optimize.served.traffic import Validation
-from infertune.optimize.state import BuiltVariant, RunPaths
+from infertune.optimize.state import RunPaths
 from infertune.report.figure_sources import (
     CONFIRMATION,
     LATENCY_FILE,
@@ -152,7 +153,7 @@ def full_run(root: Path) -> RunRecord:
                           10.0 / 14.0, 0.6, 0.8, "B is faster", 200, "64 tokens")
     return RunRecord(
         model="m", scenario=scenario, data_source="held.jsonl", quick=False, task="embedding",
-        baseline_runtime="torch", quality_count=64, hardware_label=HW,
+        baseline_runtime="torch", quality_count=64, **by_stage(hardware_label=HW,
         baseline_variant_id="torch_fp32", profile=stage_profile(),
         # the folder the pass wrote: its name, not the variant id, is where its files are
         built=[BuiltVariant("int8", root / "variants" / "ort_int8", "ONNX Runtime int8",
@@ -169,23 +170,23 @@ def full_run(root: Path) -> RunRecord:
             stats, rate, 0.4, 60.0, [], intervals=intervals(stats))
             for label, stats, rate in (("mean", best.validated_mean, 10.0),
                                        ("peak", best.validated_peak, 29.5))},
-        input_options=InputOptions(None, 64, 0.01, trimmed, None, []))
+        input_options=InputOptions(None, 64, 0.01, trimmed, None, [])))
 
 
 def save_as_optimize_does(run: RunRecord, root: Path) -> None:
     """The files the stages write, at the paths they write them (optimize/stages/,
     record.py; RunPaths): only their names matter here."""
     paths = RunPaths(root)
-    profile, run.profile = run.profile, None  # a stand-in: no to_dict
+    profile, run.profiling.profile = run.profiling.profile, None  # a stand-in: no to_dict
     run.save(paths)
-    run.profile = profile
+    run.profiling.profile = profile
     write_json(paths.profile, {"stand-in": "the baseline profile"})
     write_json(paths.serving, {"validations": {k: v.to_dict()
-                                               for k, v in run.validations.items()}})
-    write_json(paths.extras, {"candidates": [c.to_dict() for c in run.candidate_models]})
-    for b in run.built:
+                                               for k, v in run.sweep.validations.items()}})
+    write_json(paths.extras, {"candidates": [c.to_dict() for c in run.models.candidate_models]})
+    for b in run.build.built:
         assert b.path is not None
-        cand = next(c for c in run.candidates if c.variant_id == b.variant_id)
+        cand = next(c for c in run.screen.candidates if c.variant_id == b.variant_id)
         write_json(b.path / LATENCY_FILE, {"quick": cand.quick.to_dict() if cand.quick else None,
                                            "proper": cand.proper.to_dict()
                                            if cand.proper else None})

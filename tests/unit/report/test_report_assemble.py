@@ -10,6 +10,7 @@ from typing import cast
 from infertune.config import Scenario
 from infertune.measure.profile import Profile
 from infertune.measure.stages import StageReport, StageSamples
+from infertune.optimize.findings import by_stage
 from infertune.optimize.record import RunRecord
 from infertune.report.advisor import GENERIC_CPU, advise
 from infertune.report.assemble import Findings, Library, Subject, build_report
@@ -30,8 +31,8 @@ SCENARIO = {
 def run_record(scenario: Scenario, runtime: str = "torch") -> RunRecord:
     """A run that measured nothing beyond the machine (no profile, no variant, no sweep)."""
     return RunRecord(model="m", scenario=scenario, data_source="held.jsonl", quick=False,
-                     task="embedding", baseline_runtime=runtime, quality_count=10,
-                     hardware_label="test cpu (2 cores)")
+                     task="embedding", baseline_runtime=runtime, quality_count=10, **by_stage(
+                     hardware_label="test cpu (2 cores)"))
 
 
 def test_advise_and_optimize_state_the_goals_plans_and_assumptions_alike() -> None:
@@ -98,7 +99,7 @@ def profiled(run: RunRecord, slow_ms: float, slow: int = 5) -> RunRecord:
     forward = [10.0 + i % 10 for i in range(200 - slow)] + [slow_ms] * slow
     samples = StageSamples(preprocess=[1.0] * 200, forward=forward, postprocess=[0.5] * 200,
                            e2e=[f + 1.6 for f in forward])
-    run.profile = cast(Profile, SimpleNamespace(stages=StageReport.from_samples(samples),
+    run.profiling.profile = cast(Profile, SimpleNamespace(stages=StageReport.from_samples(samples),
                                                 diagnosis=[], cold_start=None,
                                                 model={"kind": "text", "task": "embedding"}))
     return run

@@ -8,6 +8,7 @@ import pytest
 
 from infertune.config import Scenario, ServePolicy
 from infertune.measure.tail_interval import TailInterval
+from infertune.optimize.findings import by_stage
 from infertune.optimize.record import RunRecord
 from infertune.optimize.served.policy_sweep import SimStats, SweepGrid, sweep, validation_key
 from infertune.optimize.served.traffic import Validation
@@ -38,9 +39,9 @@ def run_with_ceiling(ceiling: float) -> RunRecord:
                  for k, q, v in (("p50", 0.5, 7.0), ("p95", 0.95, 12.0), ("p99", 0.99, 20.0))}
     return RunRecord(
         model="m", scenario=sc, data_source="held.jsonl", quick=True, task="embedding",
-        baseline_runtime="torch", quality_count=64, hardware_label="test cpu (2 cores)",
+        baseline_runtime="torch", quality_count=64, **by_stage(hardware_label="test cpu (2 cores)",
         sweep=result, validations={validation_key("int8", result.best.policy_id, "peak"):
-                                   Validation(peak, 29.5, 0.4, 6.0, [], intervals=intervals)})
+                                   Validation(peak, 29.5, 0.4, 6.0, [], intervals=intervals)}))
 
 
 def test_a_configuration_over_the_ceiling_is_reported_outside_it_with_what_would_fit() -> None:

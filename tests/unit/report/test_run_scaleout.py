@@ -16,6 +16,7 @@ from infertune.measure.coldstart import ColdStart
 from infertune.measure.curve import CurvePoint, ServiceCurve
 from infertune.measure.profile import Profile
 from infertune.measure.tail_interval import TailInterval
+from infertune.optimize.findings import by_stage
 from infertune.optimize.record import RunRecord
 from infertune.optimize.served.policy_sweep import SimStats, SweepGrid, sweep, validation_key
 from infertune.optimize.served.traffic import Validation
@@ -69,9 +70,9 @@ def record(*, mean: SimStats | None, peak: SimStats | None, cold_s: float | None
                 stats, rate, 0.4, 6.0, [], intervals=tight(stats))
     return RunRecord(
         model="m", scenario=scenario, data_source="held.jsonl", quick=cold_s is None,
-        task="embedding", baseline_runtime="torch", quality_count=64, hardware_label=HW,
+        task="embedding", baseline_runtime="torch", quality_count=64, **by_stage(hardware_label=HW,
         profile=profile(cold_s) if cold_s is not None else None, sweep=result,
-        validations=validations, curve=curve())
+        validations=validations, curve=curve()))
 
 
 def tight(stats: SimStats) -> dict[str, TailInterval]:
@@ -106,7 +107,7 @@ def test_instances_at_the_peak_come_from_the_measured_goodput_with_ray_settings(
     assert s.settings["min_replicas"] == s.settings["initial_replicas"] == 3
     # Little's law at the measured goodput: the chosen policy batches 1 (W = 0 + 2 x 5 = 10 ms
     # fits the 80 ms p99); 10 req/s x 0.01 s = 0.1 requests, raised to 1
-    assert run.sweep is not None and run.sweep.best.policy["max_batch_size"] == 1
+    assert run.sweep.sweep is not None and run.sweep.sweep.best.policy["max_batch_size"] == 1
     assert s.settings["target_ongoing_requests"] == 1.0
     assert s.settings["max_ongoing_requests"] == 2
     # Ray's default 10 s push on an unknown cluster: 2 pushes up, 5 x that down, look-back 50
@@ -117,7 +118,7 @@ def test_instances_at_the_peak_come_from_the_measured_goodput_with_ray_settings(
     assert all(f.source == "estimate" and f.basis.startswith("derived: ")
                for k, f in s.derivations.items() if k != "replica_capacity_rps")
     # the whole report (built without the profile stand-in) carrying this section
-    run.profile = None
+    run.profiling.profile = None
     report = build_run_report(run).model_copy(update={"scale_out": s})
     data = report.to_dict()
     assert_all_figures_have_provenance(data)
@@ -175,7 +176,8 @@ def test_provenance_flags_a_measured_figure_derived_from_an_estimate() -> None:
 
 def test_missed_everywhere_it_shows_the_percentile_reached_and_no_count() -> None:
     run = record(mean=SimStats(10, 60.0, 90.0, 150.0, shed=0.0, requests=60), peak=MISSES)
-    assert run.sweep is not None and run.sweep.best.goodput_rps  # the simulator says it fits
+    sweep = run.sweep.sweep
+    assert sweep is not None and sweep.best.goodput_rps  # the simulator says it fits
     s = section(run)
     assert s is not None and s.per_instance_goodput is None
     assert s.statement.startswith("No per-instance goodput was measured: no tested rate met")
@@ -184,7 +186,7 @@ def test_missed_everywhere_it_shows_the_percentile_reached_and_no_count() -> Non
     # the measurements contradict the simulator: no count, no settings, and why
     assert s.instances_at_peak is None and s.settings == {} and s.derivations == {}
     assert s.warnings and s.warnings[0].startswith("no instance count and no Ray Serve")
-    run.profile = None
+    run.profiling.profile = None
     assert_all_figures_have_provenance(build_run_report(run).to_dict())
 
 
@@ -193,8 +195,8 @@ def test_without_load_tests_it_sizes_from_the_simulator_labelled_an_estimate() -
     s = section(run)
     assert s is not None and s.per_instance_goodput is None
     assert "load tests of the chosen policy did not run" in s.statement
-    assert run.sweep is not None
-    sim = run.sweep.best.goodput_rps
+    assert run.sweep.sweep is not None
+    sim = run.sweep.sweep.best.goodput_rps
     assert sim is not None
     inst = s.instances_at_peak
     assert inst is not None and inst.source == "estimate" and "simulator" in inst.basis
@@ -218,5 +220,5 @@ def test_no_sweep_no_section_and_the_saved_report_carries_it(tmp_path: Path) -> 
     saved = write_run_report(tmp_path)
     assert saved["scale_out"]["instances_at_peak"]["value"] == 3
     assert saved["scale_out"]["warnings"][0].startswith("no Ray Serve settings derived")
-    run.sweep = None
+    run.sweep.sweep = None
     assert build_run_report(run).scale_out is None

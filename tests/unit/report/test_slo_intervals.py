@@ -17,6 +17,7 @@ from infertune.measure.profile import Profile
 from infertune.measure.stages import StageReport, StageSamples
 from infertune.measure.summary import Estimate
 from infertune.measure.tail_interval import TailInterval
+from infertune.optimize.findings import by_stage
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.choice import measured_inside_slo
 from infertune.optimize.served.policy_sweep import SimStats, SweepGrid, sweep, validation_key
@@ -32,15 +33,15 @@ def profiled_run(p99: Estimate) -> RunRecord:
     sc = Scenario.model_validate({"slo": SLO, "traffic": {"pattern": "steady", "mean_rps": 10,
                                                           "peak_rps": 30}})
     run = RunRecord(model="m", scenario=sc, data_source="held.jsonl", quick=False,
-                    task="embedding", baseline_runtime="torch", quality_count=10,
-                    hardware_label="test cpu (2 cores)")
+                    task="embedding", baseline_runtime="torch", quality_count=10, **by_stage(
+                    hardware_label="test cpu (2 cores)"))
     forward = [10.0 + i % 10 for i in range(200)]
     samples = StageSamples(preprocess=[1.0] * 200, forward=forward, postprocess=[0.5] * 200,
                            e2e=[f + 1.6 for f in forward])
     stages = StageReport.from_samples(samples)
     stages.summaries["e2e"].percentiles["p99"] = p99
-    run.profile = cast(Profile, SimpleNamespace(stages=stages, diagnosis=[], cold_start=None,
-                                                model={"kind": "text", "task": "embedding"}))
+    run.profiling.profile = cast(Profile, SimpleNamespace(
+        stages=stages, diagnosis=[], cold_start=None, model={"kind": "text", "task": "embedding"}))
     return run
 
 
@@ -85,9 +86,9 @@ def swept_run(peak: SimStats, interval: dict[str, tuple[float | None, float | No
                  for k, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
     return RunRecord(
         model="m", scenario=sc, data_source="held.jsonl", quick=True, task="embedding",
-        baseline_runtime="torch", quality_count=64, hardware_label="test cpu (2 cores)",
+        baseline_runtime="torch", quality_count=64, **by_stage(hardware_label="test cpu (2 cores)",
         sweep=result, validations={validation_key("int8", result.best.policy_id, "peak"):
-                                   Validation(peak, 29.5, 0.4, 6.0, [], intervals=intervals)})
+                                   Validation(peak, 29.5, 0.4, 6.0, [], intervals=intervals)}))
 
 
 def what_would(run: RunRecord) -> list[str]:

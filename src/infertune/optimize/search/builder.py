@@ -19,6 +19,7 @@ from typing import Any
 
 from infertune.hardware import HardwareInfo
 from infertune.models.variant import Manifest
+from infertune.optimize.findings import BuiltVariant
 from infertune.optimize.passes import REGISTRY, build_variants
 from infertune.optimize.passes._onnx import int8_schemes
 from infertune.optimize.passes._tensor import onnx_file
@@ -30,7 +31,7 @@ from infertune.optimize.search.budget import Progress
 from infertune.optimize.search.costs import build_s, screen_s, step_s
 from infertune.optimize.search.ordering import PlannedPass, SearchPlan, int8_path, plan_order
 from infertune.optimize.search.screening import BATCHED_PRIORS_FROM, scenario_batches
-from infertune.optimize.state import BuiltVariant, RunState
+from infertune.optimize.state import RunState
 
 Builder = Callable[[RunState, float, Progress], list[BuiltVariant]]
 
@@ -111,7 +112,7 @@ def default_builder(state: RunState, budget_s: float, progress: Progress,
     if floor is not None and floor.min is not None and "cosine" in floor.metric:
         target = QualityTarget(min_mean_cosine=floor.min)
     quick = state.options.quick
-    hw = state.hardware
+    hw = state.profiling.hardware
     assert hw is not None  # detected by the setup stage, which runs first
     ctx = PassContext(baseline=state.baseline, hardware=hw,
                       out_dir=state.paths.variants, calibration=list(state.quality_inputs),
@@ -124,9 +125,9 @@ def default_builder(state: RunState, budget_s: float, progress: Progress,
     declared = planned(kind, True, reg)
     off_device = [n for n in declared if n not in on_this_device(declared, reg, hw)]
     if off_device:
-        state.notes.append(f"GPU passes not planned ({reg.facts(off_device[0]).reason(hw)}): "
+        state.log.notes.append(f"GPU passes not planned ({reg.facts(off_device[0]).reason(hw)}): "
                            + ", ".join(off_device))
-    state.notes.append("passes not tried by default (slower or subsumed): "
+    state.log.notes.append("passes not tried by default (slower or subsumed): "
                        + ", ".join(not_run(kind, reg)))
     deadline = time.monotonic() + budget_s
     # traffic that forms full batches orders the passes by their batch-16 figures where known
@@ -180,19 +181,19 @@ def default_builder(state: RunState, budget_s: float, progress: Progress,
         facts = measured_facts(state, ctx, results, onnx_baseline)
         done = {r.pass_name for r in results}
         todo = [n for n in todo if n not in done]
-    state.search_plan = SearchPlan(followed, int8_path(hw), facts.basis)
-    state.notes.append(state.search_plan.describe())
+    state.build.search_plan = SearchPlan(followed, int8_path(hw), facts.basis)
+    state.log.notes.append(state.build.search_plan.describe())
     baseline_pass = ONNX_BASELINE_PASS if onnx_baseline else BASELINE_PASS
     return [_built(r, baseline_pass) for r in results]
 
 
 def measured_facts(state: RunState, ctx: PassContext, results: list[VariantResult],
                    onnx_baseline: bool) -> CostFacts:
-    """The run's cost facts (state.cost_facts, updated) with the export's measured seconds and
+    """The run's cost facts (state.log.cost_facts, updated) with the export's measured seconds and
     the number of nodes mixed precision would score: the fused graph's Attention and MatMul
     nodes once it is built, else the exported graph's MatMuls (an .onnx baseline is copied,
     not exported: its export cost stays scaled from the parameter count)."""
-    facts = state.cost_facts or CostFacts(call_ms=_median(state.base_samples) or 1.0,
+    facts = state.log.cost_facts or CostFacts(call_ms=_median(state.base_samples) or 1.0,
                                           item_ms=_median(state.base_samples) or 1.0)
     changes: dict[str, Any] = {"schemes": len(int8_schemes(ctx.hardware)),
                                "n_calibration": min(ctx.max_calibration,
@@ -211,8 +212,8 @@ def measured_facts(state: RunState, ctx: PassContext, results: list[VariantResul
                                               + ops.get("Attention", 0)))
     if export is not None and not onnx_baseline:
         changes["export_s"] = export.seconds
-    state.cost_facts = dataclasses.replace(facts, **changes)
-    return state.cost_facts
+    state.log.cost_facts = dataclasses.replace(facts, **changes)
+    return state.log.cost_facts
 
 
 def _step_s(facts: CostFacts, reg: Registry, name: str) -> float:

@@ -87,9 +87,9 @@ def measured_inside_slo(run: RunRecord) -> bool | None:
     estimate without an interval included. The scenario's stated figures when nothing was
     measured."""
     targets = run.scenario.slo.targets()
-    if not targets or run.profile is None:
+    if not targets or run.profiling.profile is None:
         return inside_slo(run.scenario)
-    e2e = run.profile.stages.summaries["e2e"]
+    e2e = run.profiling.profile.stages.summaries["e2e"]
     found = [e2e.percentiles[percentile_key(float(k[1:]))] for k in targets]
     if any(f.low is not None and f.low > v for f, v in zip(found, targets.values(), strict=True)):
         return False
@@ -123,12 +123,12 @@ def _base(t: Timing | None, key: str) -> float:
 
 def ranked_variants(run: RunRecord, inside: bool | None) -> list[Ranked[Candidate]]:
     """The variants still in the search (timed, not dropped), best first."""
-    alive = [c for c in run.candidates if c.best_timing is not None and not c.dropped]
+    alive = [c for c in run.screen.candidates if c.best_timing is not None and not c.dropped]
     key = objective_key(inside, run.scenario.slo.targets())
     common = common_baseline_ms(alive, key)
 
     def manifest(c: Candidate) -> dict[str, Any]:
-        built = run.built_variant(c.variant_id)
+        built = run.build.built_variant(c.variant_id)
         return built.manifest if built is not None else {}
 
     return rank(alive, impact=lambda c: variant_impact(c, key, common),
@@ -151,22 +151,24 @@ def recommended_candidate(run: RunRecord, inside: bool | None) -> Candidate | No
         if (r.item.quality_verdict == "pass" and r.within_risk_budget and t is not None
                 and t.measurably_faster):
             return r.item
-    return pick_best(run.candidates)
+    return pick_best(run.screen.candidates)
 
 
 def measured_winner(run: RunRecord) -> Candidate | None:
     """The finalist variant the serving measurements chose, when there was a choice: the
     confirmation as served (each finalist in its own serve process) when it ran, else the
     in-process load tests of more than one finalist."""
-    conf = run.confirmation
-    if conf is not None and conf.winner is not None and run.sweep is not None:
-        return next((c for c in run.candidates if c.variant_id == run.sweep.variant_id), None)
-    if len(run.finalist_sweeps) < 2 or run.sweep is None:
+    conf = run.confirm.confirmation
+    if conf is not None and conf.winner is not None and run.sweep.sweep is not None:
+        chosen = run.sweep.sweep.variant_id
+        return next((c for c in run.screen.candidates if c.variant_id == chosen), None)
+    if len(run.sweep.finalist_sweeps) < 2 or run.sweep.sweep is None:
         return None
-    best = run.sweep.best
+    best = run.sweep.sweep.best
     if best.validated_peak is None and best.validated_mean is None:
         return None  # nothing was load-tested: the batch-1 ranking stands
-    return next((c for c in run.candidates if c.variant_id == run.sweep.variant_id), None)
+    chosen = run.sweep.sweep.variant_id
+    return next((c for c in run.screen.candidates if c.variant_id == chosen), None)
 
 
 def best_variant_id(state: RunState) -> str:
@@ -175,7 +177,7 @@ def best_variant_id(state: RunState) -> str:
     best = recommended_candidate(run, measured_inside_slo(run))
     if best is not None:
         return best.variant_id
-    return state.baseline_variant_id or "baseline"
+    return state.build.baseline_variant_id or "baseline"
 
 
 def adapter_of(state: RunState, variant_id: str) -> Adapter:

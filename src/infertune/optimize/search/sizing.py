@@ -84,7 +84,8 @@ def resize(state: RunState, budget: Budget, facts: CostFacts, *,
     are built, ``later_share`` (the share of any budget the stages after building get) keeps
     it from leaving them less, whatever the build took."""
     tensor = state.baseline.info.kind == "tensor"
-    passes, _ = plan_passes(state.options.quick, budget.total_s, tensor, hw=state.hardware)
+    passes, _ = plan_passes(state.options.quick, budget.total_s, tensor,
+                            hw=state.profiling.hardware)
     choice = auto_budget(passes, facts)
     floor = budget.spent() + later_share * choice.seconds if later_share else 0.0
     if choice.seconds < floor:
@@ -92,8 +93,8 @@ def resize(state: RunState, budget: Budget, facts: CostFacts, *,
             choice, seconds=round(floor, 1), reason=choice.reason + f"; raised to {floor:.0f} s "
             f"because building took {budget.spent():.0f} s of it already")
     budget.total_s = choice.seconds
-    state.budget_choice = choice
-    state.notes.append(choice.reason)
+    state.log.budget_choice = choice
+    state.log.notes.append(choice.reason)
 
 
 def fit_profile(state: RunState, settings: ProfileSettings,
@@ -102,7 +103,7 @@ def fit_profile(state: RunState, settings: ProfileSettings,
     ``share_s``: its time caps hold only once each round has its minimum of requests, and on
     a BERT-base-sized encoder on this shared 2-core machine (load average near 10) the timed
     rounds' 3 x 25 minimum alone kept the profile running for over 4 minutes of 5.5."""
-    call_s = (state.cost_facts.call_ms if state.cost_facts is not None
+    call_s = (state.log.cost_facts.call_ms if state.log.cost_facts is not None
               else probe_costs(state, [])[0]) / 1000.0
     rounds_s = 0.4 * share_s  # the timed rounds' part of the share; the curve gets 0.3
     per_round = int(rounds_s / max(settings.rounds * call_s, 1e-6))
@@ -119,7 +120,7 @@ def fit_profile(state: RunState, settings: ProfileSettings,
         cold_start=settings.cold_start
         and settings.cold_start_requests * call_s <= 0.2 * share_s)
     if fitted != settings:
-        state.notes.append(
+        state.log.notes.append(
             f"profile fitted to a batch-1 call of {call_s * 1000:.0f} ms (the fastest of 3 "
             f"calls): {fitted.min_round_requests} requests per round at least, batch sizes "
             f"{', '.join(map(str, fitted.batch_sizes))}, {fitted.curve_repeats} repeat(s) a "
@@ -132,8 +133,8 @@ def fit_profile(state: RunState, settings: ProfileSettings,
 def int8_budget_note(state: RunState, spent_s: float, build_share: float) -> str | None:
     """When no INT8 variant was built because none fitted the build share: the budget that
     would have let the cheapest one be built and screened (estimate), else None."""
-    built = [b for b in state.built if "int8" in b.variant_id and not b.skipped]
-    left = [s for s in state.skipped if s.what.startswith("variant ort_int8") and s.need_s
+    built = [b for b in state.build.built if "int8" in b.variant_id and not b.skipped]
+    left = [s for s in state.log.skipped if s.what.startswith("variant ort_int8") and s.need_s
             and "not built" in s.reason]
     if built or not left:
         return None

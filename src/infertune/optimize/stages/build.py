@@ -21,16 +21,16 @@ def build(state: RunState, budget: Budget, progress: Progress,
         state.skip("variant building", "time budget exhausted", NEED_BUILD_S)
         return
     make = builder or default_builder
-    state.built = make(state, max(budget.until(MARK_BUILD), NEED_BUILD_S / 2), progress)
-    if state.options.budget_auto and state.cost_facts is not None \
-            and state.cost_facts.export_s is not None:
+    state.build.built = make(state, max(budget.until(MARK_BUILD), NEED_BUILD_S / 2), progress)
+    if state.options.budget_auto and state.log.cost_facts is not None \
+            and state.log.cost_facts.export_s is not None:
         # now from the export's measured time
-        resize(state, budget, state.cost_facts, later_share=1 - MARK_BUILD)
-    for b in state.built:
+        resize(state, budget, state.log.cost_facts, later_share=1 - MARK_BUILD)
+    for b in state.build.built:
         if b.skipped:
             state.skip(f"variant {b.variant_id}", b.skipped)
         elif b.is_baseline:
-            state.baseline_variant_id = b.variant_id
+            state.build.baseline_variant_id = b.variant_id
     note = int8_budget_note(state, budget.spent(), MARK_BUILD)
     if note is not None:
-        state.notes.insert(0, note)
+        state.log.notes.insert(0, note)

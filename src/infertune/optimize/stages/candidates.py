@@ -42,13 +42,13 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
         try:
             result = judge(state, adapter, cid, None) if state.reference is not None else None
         except IncompatibleInputError as exc:
-            state.notes.append(f"{cid}: quality not comparable with the baseline ({exc})")
+            state.log.notes.append(f"{cid}: quality not comparable with the baseline ({exc})")
             result = None
         cand = candidate_from(cid, f"candidate model {ref}", result)
         cand.quick = measure_against_baseline(
             run_interleaved, state.baseline.predict, adapter.predict, cid, state.requests,
             kind="quick", budget_s=min(budget.share(0.1), 10.0), seed=state.options.seed)
-        state.candidate_models.append(cand)
+        state.models.candidate_models.append(cand)
         if state.reference is None:
             continue
         try:
@@ -58,11 +58,11 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
             cascade = evaluate_cascade(state.baseline.info.task, cand_out, state.reference,
                                        lat_c, lat_b, labels=_labels(state), names=(cid,
                                        "baseline"), seed=state.options.seed)
-            state.cascades.append(cascade)
+            state.models.cascades.append(cascade)
             out.append(cascade.to_dict())
         except CascadeNotApplicable as exc:
-            state.notes.append(f"cascade {cid} -> baseline: not applicable: {exc}")
-    ExtrasFile(candidates=[c.to_dict() for c in state.candidate_models],
+            state.log.notes.append(f"cascade {cid} -> baseline: not applicable: {exc}")
+    ExtrasFile(candidates=[c.to_dict() for c in state.models.candidate_models],
                cascades=out).save(state.paths.extras)
 
 

@@ -25,7 +25,7 @@ def input_options(state: RunState, budget: Budget, progress: Progress) -> None:
     notes: list[str] = []
     cache = cache_estimate(data.inputs, f"held-out data {data.source}")
     opts = InputOptions(cache, None, None, None, None, notes)
-    state.input_options = opts
+    state.inputs.input_options = opts
     variant_id, adapter = best_adapter(state)
     texts = [x for x in data.inputs if is_text_input(x)]
     if not texts or not hasattr(adapter, "pre") or not hasattr(adapter, "token_lengths"):

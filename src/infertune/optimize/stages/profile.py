@@ -46,12 +46,12 @@ def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> Non
         seed=state.options.seed)
     settings = fit_profile(state, settings, PROFILE_SHARE * budget.total_s)
     ref = state.options.model
-    state.profile = profile(
+    state.profiling.profile = profile(
         state.baseline, state.options.data.inputs, settings=settings,
         model_ref=ref if settings.cold_start else None, data_source=state.options.data.source,
         progress=lambda step, done, total: progress.tick(f"{step} {done}/{total}"),
-        hardware=state.hardware.to_dict() if state.hardware is not None else None)
-    write_json(state.paths.profile, state.profile.to_dict())
+        hardware=None if state.profiling.hardware is None else state.profiling.hardware.to_dict())
+    write_json(state.paths.profile, state.profiling.profile.to_dict())
 
 
 def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> None:
@@ -84,7 +84,7 @@ def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> No
     state.base_curve = served_curve(state, state.baseline.predict, state.base_samples,
                                      batch_s(budget))
     # the measured times every later step's cost is scaled from (search/costs.py)
-    state.cost_facts = CostFacts(call_ms=float(np.median(state.base_samples)), item_ms=item_ms,
+    state.log.cost_facts = CostFacts(call_ms=float(np.median(state.base_samples)), item_ms=item_ms,
                                  cal_item_ms=cal_item_ms, params_m=params_m(state),
                                  n_quality=len(state.quality_inputs))
 
@@ -102,7 +102,7 @@ def batch_s(budget: Budget) -> float:
 def served_batches(state: RunState) -> list[int]:
     """The sweep's batch sizes this scenario's traffic can form (screening.formable_batches):
     its peak rate within its loosest latency target."""
-    cores = state.hardware.effective_cores if state.hardware is not None else 1
+    cores = state.profiling.hardware.effective_cores if state.profiling.hardware is not None else 1
     return scenario_batches(state.options.scenario, cores, state.options.quick)
 
 

@@ -63,14 +63,14 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
     rule = StopRule()
     best: tuple[str, list[float]] | None = None  # fastest passing variant so far, its samples
     best_at: dict[int, tuple[str, float]] = {}  # batch -> fastest passing variant there, ms
-    for b in state.built:
+    for b in state.build.built:
         if b.skipped or b.is_baseline or b.path is None:
             continue
         need = NEED_QUICK_S + NEED_REFERENCE_S
         # the first two always get screened when any budget is left; later ones only before
         # the screening mark
         if not budget.allows(need) or (screened >= 2 and budget.until(MARK_SCREEN) < need):
-            est = (screen_s(b.variant_id, state.cost_facts) if state.cost_facts is not None
+            est = (screen_s(b.variant_id, state.log.cost_facts) if state.log.cost_facts is not None
                    else need)
             state.skip(f"screening {b.variant_id}", "its share of the time budget was spent "
                        "on the variants built before it", round(est, 1))
@@ -93,7 +93,7 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
         cand.served = served
         cand.quick = quick_timing(b.variant_id, _base_samples(state, len(var_ms)), var_ms,
                                   seed=state.options.seed)
-        state.notes.append(f"screening of {b.variant_id} at the batch sizes serving forms: "
+        state.log.notes.append(f"screening of {b.variant_id} at the batch sizes serving forms: "
                            + served.describe())
         if not served.kept:
             cand.dropped = f"{stopped}; and it lost at every batch size serving forms" \
@@ -105,7 +105,7 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
                     best is None or np.median(var_ms) < np.median(best[1][:len(var_ms)])):
                 best = (b.variant_id, var_ms)
         write_json(b.path / "latency.json", {"quick": cand.quick.to_dict()})
-        state.candidates.append(cand)
+        state.screen.candidates.append(cand)
         del adapter  # so loading the next variant frees this one (VariantAdapters)
 
 

@@ -100,7 +100,7 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
         bodies=more_bodies)
     run = RunRecord.from_state(state)
     risks = {c.variant_id: LEVELS.index(variant_risk(c, floor_margin(run, c), _manifest(
-        state, c.variant_id)).level) for c in state.candidates}
+        state, c.variant_id)).level) for c in state.screen.candidates}
     progress.tick(f"starting infertune serve for {', '.join(f.key for f in finals)}")
     try:
         conf = confirm(finals, rates, bodies, workdir=state.paths.root / "confirm",
@@ -123,14 +123,14 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
     conf.seed = seed  # closed_loop.py replays these schedules and bodies
     conf.decisive = {d.label: d for d in decisive}
     conf.notes += [ext.text() for ext in conf.extensions if ext.verdict_before == "not shown"]
-    state.confirmation = conf
-    state.notes.extend(conf.notes)
+    state.confirm.confirmation = conf
+    state.log.notes.extend(conf.notes)
     write_json(state.paths.root / "confirm" / "confirmation.json", conf.to_dict())
     if conf.winner is None:
         state.skip(what, "no finalist's server came up (see the notes); the recommendation's "
                    "figures are the in-process pre-screen's")
         return None
-    state.notes.append(confirmation_note(conf, sc.slo.targets()))
+    state.log.notes.append(confirmation_note(conf, sc.slo.targets()))
     for sw in sweeps:
         won = [r for r in sw.ranked if f"{sw.variant_id}/{r.policy_id}" == conf.winner]
         if won:
@@ -207,12 +207,12 @@ def served_finalists(state: RunState, sweeps: Sequence[SweepResult]) -> list[Fin
                     key=lambda c: measured_key(c[1], c[0].slo))
     out: list[Finalist] = []
     for sw, r in tested + [c for c in configs if c not in tested]:
-        built = state.built_variant(sw.variant_id)
+        built = state.build.built_variant(sw.variant_id)
         if built is not None and built.path is not None and len(out) < FINALISTS:
             out.append(Finalist(sw.variant_id, r.policy_id, dict(r.policy), built.path))
     return out
 
 
 def _manifest(state: RunState, variant_id: str) -> dict[str, Any]:
-    built = state.built_variant(variant_id)
+    built = state.build.built_variant(variant_id)
     return built.manifest if built is not None else {}

@@ -74,12 +74,12 @@ def check_floor(state: RunState) -> None:
 def setup(state: RunState, budget: Budget, progress: Progress) -> None:
     opts = state.options
     hw = hardware.detect()
-    state.hardware = hw
-    state.hardware_label = (f"{hw.cpu_model} ({hw.effective_cores} effective cores"
+    state.profiling.hardware = hw
+    state.profiling.hardware_label = (f"{hw.cpu_model} ({hw.effective_cores} effective cores"
                             + (f", cgroup quota {hw.cpu_quota:g}" if hw.cpu_quota else "") + ")")
     write_json(state.paths.hardware, hw.to_dict())
     write_scenario(state.paths, opts.scenario,
-                   {"hardware": state.hardware_label, "model": opts.model,
+                   {"hardware": state.profiling.hardware_label, "model": opts.model,
                     "data": opts.data.source, "examples": len(opts.data)})
     check_floor(state)
     n_quality = 128 if opts.quick else 300
@@ -91,10 +91,10 @@ def setup(state: RunState, budget: Budget, progress: Progress) -> None:
                        state.baseline.info.task, f"the baseline {opts.model}",
                        chosen.inputs[:32])
     call_ms, item_ms = probe_costs(state, chosen.inputs)
-    state.cost_facts = CostFacts(call_ms=call_ms, item_ms=item_ms, params_m=params_m(state))
+    state.log.cost_facts = CostFacts(call_ms=call_ms, item_ms=item_ms, params_m=params_m(state))
     fitted = quality_count(n_quality, item_ms, budget.total_s)
     if fitted < n_quality and not opts.budget_auto:  # an auto budget is sized for them all
-        state.notes.append(
+        state.log.notes.append(
             f"quality judged on {fitted} held-out inputs, not {n_quality}: one batch of 16 "
             f"of them took {item_ms:.0f} ms an input here, and {n_quality} would spend more "
             f"than {QUALITY_SHARE:.0%} of the {budget.total_s:.0f} s budget on each quality run")

@@ -23,7 +23,7 @@ def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
     process, as each will be served (not with --quick: two process starts cost more than its
     whole comparison, so both sides run here and the figure says so)."""
     keep = 1 if state.options.quick else 3
-    survivors = select_survivors(state.candidates, keep=keep)
+    survivors = select_survivors(state.screen.candidates, keep=keep)
     with ExitStack() as stack:
         baseline_arm = None
         if survivors and not state.options.quick:
@@ -41,7 +41,7 @@ def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
                            NEED_PROPER_S)
                 continue
             progress.tick(f"interleaved trials: {cand.variant_id} vs baseline")
-            built = state.built_variant(cand.variant_id)
+            built = state.build.built_variant(cand.variant_id)
             folder = built.path if built is not None else None
             cand.proper = _proper_timing(state, cand.variant_id, folder, baseline_arm, per)
             if folder is not None:
@@ -64,7 +64,7 @@ def _proper_timing(state: RunState, variant_id: str, folder: Path | None,
                     run_interleaved, baseline_arm, arm, variant_id, state.requests,
                     kind="proper", budget_s=budget_s, seed=seed, own_processes=True)
             except ArmFailed as exc:
-                state.notes.append(f"{variant_id} timed against the baseline in this process: "
+                state.log.notes.append(f"{variant_id} timed against the baseline in this process: "
                                    f"{exc}")
     adapter = state.adapters[variant_id]
     timing = measure_against_baseline(
@@ -79,6 +79,6 @@ def _arm(state: RunState, ref: str, what: str) -> ArmProcess | None:
     try:
         return ArmProcess(ref)
     except (ArmFailed, OSError) as exc:
-        state.notes.append(f"{what} could not be loaded in a process of its own ({exc}); its "
+        state.log.notes.append(f"{what} could not be loaded in a process of its own ({exc}); its "
                            "interleaved comparison ran both sides in this process")
         return None

@@ -15,6 +15,7 @@ from infertune.config import ServePolicy, client_deadline_ms, client_deadline_re
 from infertune.data.text_inputs import is_text_input
 from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
 from infertune.models.adapter import Adapter
+from infertune.optimize.findings import LoadCurve
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.budget import Budget, Progress
 from infertune.optimize.search.choice import (
@@ -41,7 +42,7 @@ from infertune.optimize.served.traffic import (
     validate_policy,
 )
 from infertune.optimize.stages.served import confirm_as_served, confirm_reserve_s, scenario_rates
-from infertune.optimize.state import LoadCurve, RunState
+from infertune.optimize.state import RunState
 from infertune.serve.worker_threads import fit_to_workers
 
 NEED_SERVING_S = 20.0
@@ -55,7 +56,7 @@ VALIDATE_QUICK_S = 2.5
 def _overhead_ms(state: RunState) -> float:
     """Tokenise + postprocess + glue per request (p50s from the baseline profile): the curve
     times forward only, and the pre/postprocessing is the same for every variant."""
-    prof = state.profile
+    prof = state.profiling.profile
     if prof is None:
         return 0.0
     s = prof.stages.summaries
@@ -108,18 +109,19 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
     # the in-process load tests were the pre-screen; served in its own process decides
     served = confirm_as_served(state, budget, progress, [one.result for one in swept])
     best = next((one for one in swept if one.result.variant_id == served), best)
-    state.finalist_sweeps = [s.result for s in swept]
-    state.sweep, state.curve, state.contention = best.result, best.curve, best.contention
-    state.load_curves = best.load_curves
-    cores = state.hardware.effective_cores if state.hardware is not None else 1
+    state.sweep.finalist_sweeps = [s.result for s in swept]
+    state.sweep.sweep, state.sweep.curve = best.result, best.curve
+    state.contention = best.contention
+    state.sweep.load_curves = best.load_curves
+    cores = state.profiling.hardware.effective_cores if state.profiling.hardware is not None else 1
     cost = state.options.scenario.deployment.cost_per_hour_usd
-    state.right_sizing = right_size(peak, best.result.best.goodput_rps, cores, cost)
+    state.sweep.right_sizing = right_size(peak, best.result.best.goodput_rps, cores, cost)
     ServingFile(
         variant_id=best.result.variant_id, sweep=best.result.to_dict(),
         finalists=[s.result.to_dict() for s in swept], curve=best.curve,
         contention=best.contention.to_dict(), overhead_ms=best.overhead_ms,
-        validations={k: v.to_dict() for k, v in state.validations.items()},
-        right_sizing=state.right_sizing.to_dict() if state.right_sizing else None,
+        validations={k: v.to_dict() for k, v in state.sweep.validations.items()},
+        right_sizing=state.sweep.right_sizing.to_dict() if state.sweep.right_sizing else None,
     ).save(state.paths.serving)
 
 
@@ -145,7 +147,7 @@ def finalists(state: RunState) -> list[str]:
         return out
     # the fastest on the largest batch serving forms (search/screening.py), which the batch-1
     # ranking may rank low: the sweep, not batch 1, decides what serves best
-    passing = [c for c in state.candidates if c.quality_verdict == "pass" and not c.dropped
+    passing = [c for c in state.screen.candidates if c.quality_verdict == "pass" and not c.dropped
                and c.variant_id in state.adapters]
     batched = fastest_at_largest_batch(passing)
     if batched is not None and batched.variant_id != first:
@@ -172,7 +174,7 @@ def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter
                           else (1, 2, 4, 8, 16), seq_lens=seq_lens,
                           repeats=3 if quick else 5,
                           max_seconds_per_point=0.1 if quick else 0.25)
-    cores = state.hardware.effective_cores if state.hardware is not None else 1
+    cores = state.profiling.hardware.effective_cores if state.profiling.hardware is not None else 1
     grid = SweepGrid.for_cores(cores, quick)
     feeds = adapter.preprocess([inputs[0]])
     progress.tick(f"contention of concurrent workers ({variant_id})")
@@ -183,8 +185,8 @@ def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter
     sim = make_simulator(curve, state.options.scenario.traffic, contention=contention,
                          seq_lens=lengths, seed=state.options.seed, overhead_ms=overhead)
     slo = state.options.scenario.slo.targets()
-    if client_deadline_reason(slo) not in state.notes:
-        state.notes.append(client_deadline_reason(slo))
+    if client_deadline_reason(slo) not in state.log.notes:
+        state.log.notes.append(client_deadline_reason(slo))
     result = sweep(sim, variant_id=variant_id, slo=slo, mean_rps=mean, peak_rps=peak, grid=grid,
                    service_ms=lambda b: curve.latency_ms(b) + overhead * b,
                    cost_per_hour_usd=state.options.scenario.deployment.cost_per_hour_usd,
@@ -245,7 +247,8 @@ def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Adap
             val = validate_policy(adapter, policy.serve_policy,
                                   state.options.scenario.traffic, rate, state.options.data.inputs,
                                   duration_s=seconds, seed=state.options.seed)
-            state.validations[validation_key(result.variant_id, policy.policy_id, label)] = val
+            key = validation_key(result.variant_id, policy.policy_id, label)
+            state.sweep.validations[key] = val
             if label == "mean":
                 policy.validated_mean = val.stats
             else:

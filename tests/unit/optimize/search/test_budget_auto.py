@@ -127,9 +127,9 @@ def test_size_budget_times_the_model_and_resizes_only_when_auto(tiny_adapter,
 
     state, budget = _state(tiny_adapter, tmp_path, auto=True), Budget(330.0)
     sizing.size_budget(state, budget, NullProgress())
-    choice = state.budget_choice
+    choice = state.log.budget_choice
     assert choice is not None and budget.total_s == choice.seconds
-    assert choice.reason in state.notes and "measured here" in choice.reason
+    assert choice.reason in state.log.notes and "measured here" in choice.reason
     # the tiny model's weight files are counted (well under 1M), not the scenario's 22.7M
     counted = params_m(state)
     assert counted is not None and counted < 1.0
@@ -137,7 +137,7 @@ def test_size_budget_times_the_model_and_resizes_only_when_auto(tiny_adapter,
 
     fixed, budget = _state(tiny_adapter, tmp_path, auto=False), Budget(330.0)
     sizing.size_budget(fixed, budget, NullProgress())
-    assert fixed.budget_choice is None and budget.total_s == 330.0
+    assert fixed.log.budget_choice is None and budget.total_s == 330.0
 
 
 def test_quality_count_fits_the_call_time() -> None:
@@ -157,26 +157,26 @@ def test_profile_counts_fit_the_call_time(tiny_adapter, tmp_path: Path) -> None:
                            min_round_requests=25, warmup=10, curve_repeats=5,
                            cold_start=True)
     state = _state(tiny_adapter, tmp_path, auto=False)
-    state.cost_facts = CostFacts(call_ms=15.0, item_ms=8.0)
-    assert fit_profile(state, full, 40.0) == full and not state.notes  # a small model: as is
-    state.cost_facts = CostFacts(call_ms=1000.0, item_ms=600.0)  # a second a call
+    state.log.cost_facts = CostFacts(call_ms=15.0, item_ms=8.0)
+    assert fit_profile(state, full, 40.0) == full and not state.log.notes  # a small model: as is
+    state.log.cost_facts = CostFacts(call_ms=1000.0, item_ms=600.0)  # a second a call
     slow = fit_profile(state, full, 40.0)
     assert slow.min_round_requests == 5 and slow.batch_sizes == (1,) and not slow.cold_start
     assert slow.warmup == 4 and slow.curve_repeats == 2 and slow.hotspot_calls == 1
-    assert "1000 ms" in state.notes[-1] and "no cold start" in state.notes[-1]
+    assert "1000 ms" in state.log.notes[-1] and "no cold start" in state.log.notes[-1]
 
 
 def test_the_budget_that_would_measure_int8_is_stated(tiny_adapter, tmp_path: Path) -> None:
+    from infertune.optimize.findings import BuiltVariant
     from infertune.optimize.search.sizing import int8_budget_note
-    from infertune.optimize.state import BuiltVariant
 
     state = _state(tiny_adapter, tmp_path, auto=False)
-    state.built = [BuiltVariant("ort_fp32", tmp_path, "export")]
+    state.build.built = [BuiltVariant("ort_fp32", tmp_path, "export")]
     state.skip("variant ort_int8_dynamic_per_channel", "not built: with its sources ...", 90.0)
     state.skip("variant ort_int8_mixed", "not built: with its sources ...", 900.0)
     note = int8_budget_note(state, 120.0, 0.45)
     # (120 s spent + 90 s it needs) / 0.45 of the budget for building = 467 s
     assert note is not None and "ort_int8_dynamic_per_channel" in note
     assert "about 467 s" in note and "--budget 8m" in note
-    state.built.append(BuiltVariant("ort_int8_threads_one", tmp_path, "int8"))
+    state.build.built.append(BuiltVariant("ort_int8_threads_one", tmp_path, "int8"))
     assert int8_budget_note(state, 120.0, 0.45) is None  # one was built: nothing to say

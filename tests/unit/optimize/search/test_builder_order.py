@@ -31,10 +31,10 @@ def _state(tiny_adapter, root: Path, cal_item_ms: float) -> RunState:
     # a VNNI CPU's flags on top of this machine's description (the INT8 numerics are not
     # judged here, only the order), and measured times injected
     zen4 = profile_hardware("zen4", root / "cpu", cores=2)
-    state.hardware = replace(this_cpu(), flags=zen4.flags)
+    state.profiling.hardware = replace(this_cpu(), flags=zen4.flags)
     state.quality_inputs = list(SENTENCES)
     state.requests = batch1_requests(SENTENCES, 40)
-    state.cost_facts = CostFacts(call_ms=2.0, item_ms=1.0, cal_item_ms=cal_item_ms,
+    state.log.cost_facts = CostFacts(call_ms=2.0, item_ms=1.0, cal_item_ms=cal_item_ms,
                                  n_quality=len(SENTENCES))
     return state
 
@@ -48,12 +48,13 @@ def test_builds_by_expected_gain_and_leaves_out_what_does_not_fit(tiny_adapter,
     ids = [b.variant_id for b in built]
     assert ids[:2] == ["torch_fp32", "ort_fp32"]  # the baseline's copy and the export first
     assert "ort_fused" in ids and "ort_int8_mixed" not in ids
-    left_out = {s.what: s for s in state.skipped}
+    left_out = {s.what: s for s in state.log.skipped}
     mixed = left_out["variant ort_int8_mixed"]
     assert "would take about" in mixed.reason and mixed.need_s is not None
     assert mixed.need_s > 60.0  # the estimate, not a fixed minimum
-    assert state.search_plan is not None and state.search_plan.int8_path == "vnni"
-    assert state.cost_facts is not None and state.cost_facts.export_s is not None  # measured
+    assert state.build.search_plan is not None and state.build.search_plan.int8_path == "vnni"
+    facts = state.log.cost_facts
+    assert facts is not None and facts.export_s is not None  # measured
     assert all(b.build_s is not None and b.build_s > 0 for b in built if not b.skipped)
 
     # with cheap scoring, INT8 per-channel is built right after the fusion it derives from,

@@ -155,7 +155,7 @@ def _state(scenario: str, tmp_path: Path) -> RunState:
     options = OptimizeOptions(model="minilm", scenario=load_scenario(SCENARIOS / scenario),
                               data=HeldOut(["a", "b"], None, "test"), out=tmp_path)
     state = RunState(options=options, paths=RunPaths(tmp_path), baseline=None)  # type: ignore[arg-type]
-    state.hardware = HardwareInfo("described", 2)
+    state.profiling.hardware = HardwareInfo("described", 2)
     return state
 
 

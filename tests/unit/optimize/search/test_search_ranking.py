@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from infertune.config import Scenario
 from infertune.data import HeldOut
+from infertune.optimize.findings import by_stage
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.choice import best_adapter, recommended_candidate
 from infertune.optimize.search.timing import Candidate, Timing
@@ -24,11 +25,11 @@ def timing(vid: str, p95: float, base_p95: float) -> Timing:
 def test_a_slow_baseline_run_does_not_win_the_ranking(tmp_path: Path) -> None:
     opts = OptimizeOptions(model="m", scenario=Scenario(), data=HeldOut(["a", "b"], None, "t"),
                            out=tmp_path)
-    state = RunState(options=opts, paths=RunPaths(tmp_path), hardware_label="test cpu",
+    state = RunState(options=opts, paths=RunPaths(tmp_path), **by_stage(hardware_label="test cpu"),
                      baseline=SimpleNamespace(info=SimpleNamespace(task="embedding",
                                                                   runtime="torch")))
     # fp32: 33 ms against a 900 ms baseline side (ratio 0.037); int8: 9 ms against 100 ms (0.09)
-    state.candidates = [
+    state.screen.candidates = [
         Candidate("fp32", "fp32", "pass", 1.0, (1.0, 1.0), proper=timing("fp32", 33.0, 900.0)),
         Candidate("int8", "int8", "pass", 0.994, (0.993, 0.995),
                   proper=timing("int8", 9.0, 100.0)),
@@ -50,13 +51,13 @@ def test_a_slow_baseline_run_does_not_win_the_ranking(tmp_path: Path) -> None:
 def test_no_measurably_faster_variant_keeps_the_baseline(tmp_path: Path) -> None:
     opts = OptimizeOptions(model="m", scenario=Scenario(), data=HeldOut(["a", "b"], None, "t"),
                            out=tmp_path)
-    state = RunState(options=opts, paths=RunPaths(tmp_path), hardware_label="test cpu",
+    state = RunState(options=opts, paths=RunPaths(tmp_path), **by_stage(hardware_label="test cpu"),
                      baseline=SimpleNamespace(info=SimpleNamespace(task="embedding",
                                                                   runtime="torch")))
-    state.baseline_variant_id = "ort_fp32"
+    state.build.baseline_variant_id = "ort_fp32"
     same = timing("int8", 10.0, 10.0)
     same.verdict, same.ratio_p95_ci = "no significant difference", (0.9, 1.1)
-    state.candidates = [Candidate("int8", "int8", "pass", 0.999, (0.998, 1.0), proper=same)]
+    state.screen.candidates = [Candidate("int8", "int8", "pass", 0.999, (0.998, 1.0), proper=same)]
     rec, serving = recommendation(RunRecord.from_state(state), inside=False)
     assert rec.variant_id == "ort_fp32" and rec.title == "Keep the baseline model"
     assert "no variant that meets the quality floor was measurably faster" in rec.reason

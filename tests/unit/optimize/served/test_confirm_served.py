@@ -261,13 +261,13 @@ def test_a_real_serve_on_a_missing_folder_fails_to_start_with_the_reason(tmp_pat
 
 def test_the_report_takes_the_confirmed_figures_and_labels_the_fallback(tmp_path: Path) -> None:
     run = record(tmp_path)
-    assert run.sweep is not None
-    pid = run.sweep.best.policy_id
+    assert run.sweep.sweep is not None
+    pid = run.sweep.sweep.best.policy_id
     # not confirmed: the in-process pre-screen's figure stands, and says so
     peak = next(p for p in build_run_report(run).slo_check.points if p.label == "peak")
     assert peak.measured.p99.value == 20.0 and "in-process pre-screen" in peak.measured.p99.basis
     served = arm("int8", pid, peak_p99=30.0, achieved=29.0, pid=4242)
-    run.confirmation = Confirmation(["int8/" + pid, "fp32/b1", "fp32/b1", "int8/" + pid],
+    run.confirm.confirmation = Confirmation(["int8/" + pid, "fp32/b1", "fp32/b1", "int8/" + pid],
                                     [served, arm("fp32", "b1", 90.0, 29.0, pid=4343)], 4.0,
                                     optimizer_pid=99, winner="int8/" + pid)
     report = build_run_report(run)

@@ -128,10 +128,10 @@ def test_nothing_answered_has_no_interval() -> None:
 def test_a_report_whose_interval_straddles_the_target_says_not_shown_and_what_decides(
         tmp_path: Path) -> None:
     run = record(tmp_path)  # steady traffic, p95 <= 50 and p99 <= 80 ms, peak 30 req/s
-    assert run.sweep is not None
-    pid = run.sweep.best.policy_id
+    assert run.sweep.sweep is not None
+    pid = run.sweep.sweep.best.policy_id
     stats = SimStats(30, 7.0, 40.0, 70.0, shed=0.0, requests=400)
-    run.validations = {validation_key("int8", pid, "peak"): Validation(
+    run.sweep.validations = {validation_key("int8", pid, "peak"): Validation(
         stats, 29.5, 0.4, 13.0, [], intervals={
             "p95": TailInterval(0.95, 40.0, 35.0, 45.0, 400, 13, 1.0),
             "p99": TailInterval(0.99, 70.0, 60.0, 95.0, 400, 13, 1.0)})}  # straddles 80
@@ -193,9 +193,10 @@ def test_the_report_states_the_confidence_its_intervals_were_taken_at(tmp_path: 
     # the confirmation that may extend looks twice, each look at 97.5%: the report must not
     # call those 95% intervals
     run = record(tmp_path)
-    assert run.sweep is not None
+    assert run.sweep.sweep is not None
     stats = SimStats(30, 7.0, 40.0, 70.0, shed=0.0, requests=4000)
-    run.validations = {validation_key("int8", run.sweep.best.policy_id, "peak"): Validation(
+    policy_id = run.sweep.sweep.best.policy_id
+    run.sweep.validations = {validation_key("int8", policy_id, "peak"): Validation(
         stats, 29.5, 0.4, 130.0, [], intervals={
             "p95": TailInterval(0.95, 40.0, 35.0, 45.0, 4000, 130, 1.0, confidence=0.975),
             "p99": TailInterval(0.99, 70.0, 60.0, 75.0, 4000, 130, 1.0, confidence=0.975)})}
