@@ -16,7 +16,7 @@ from export_checks import model_config_class, promtool_check
 from export_run import make_run
 from google.protobuf import text_format
 
-import infertune.serve
+import infertune.cli.api
 from infertune.cli import main
 from infertune.config import ServePolicy, load_scenario
 from infertune.report.schema import Report
@@ -115,7 +115,7 @@ def test_a_folder_that_is_not_a_run(tmp_path: Path, capsys) -> None:
 def test_serve_writes_the_same_rules_as_the_export(run: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     started = []
-    monkeypatch.setattr(infertune.serve, "run_server",
+    monkeypatch.setattr(infertune.cli.api, "run_server",
                         lambda app, **kw: started.append(kw))  # no port is opened
     rules = tmp_path / "alerts.yaml"
     assert main(["serve", str(run), "--alerts-out", str(rules)]) == 0

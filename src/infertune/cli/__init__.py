@@ -8,6 +8,13 @@ rollout/ab.py. That is the one place a module name repeats on purpose: the folde
 is the command and which is the work. Modules that are not a command (``_common.py``,
 ``api.py``) are named for what they hold.
 
+Imports sit at the top of each module, the package's own and the core dependencies alike. The
+few left inside a function load a heavy module that only that path needs, so that
+``infertune --help`` and every other command start without it: torch, onnx and transformers
+(optional extras), ray (the ``ray`` extra: ``serve --engine ray``) and redis (imported by
+rollout/feedback.py, which the Redis feedback store and the release router need).
+tests/unit/cli/test_cli_imports.py checks that ``import infertune.cli`` loads none of them.
+
 Exit codes: 0 success, 1 a user error in one line, 2 usage (or a command not built yet),
 3 an internal failure with a pointer to the log. ``--debug`` anywhere shows tracebacks.
 """

@@ -8,14 +8,16 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from infertune.cli.release import open_registry
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infertune.rollout.stats import Counts
+from infertune.rollout.ab import ab_report
+from infertune.rollout.client import RouterClient, server_client
+from infertune.rollout.observe import ServerMetrics
+from infertune.rollout.stats import Counts
 
 HELP = ("The business metric per arm, the difference with its always-valid interval, the "
         "sample size for --mde, and a decision.")
@@ -71,8 +73,6 @@ def register(app: typer.Typer) -> None:
 
 
 def run(options: AbOptions, *, as_json: bool = False) -> None:
-    from infertune.rollout.ab import ab_report
-
     options, counts = _server_counts(options) if options.server is not None else \
         _stored_counts(options)
     if options.metric is None:
@@ -88,8 +88,6 @@ def run(options: AbOptions, *, as_json: bool = False) -> None:
 def _server_counts(options: AbOptions) -> tuple[AbOptions, dict[str, Counts]]:
     """A live server's counts; the arms default to its stable and canary (or the previous
     stable), the metric to the first it has feedback for."""
-    from infertune.rollout.client import RouterClient, server_client
-    from infertune.rollout.observe import ServerMetrics
 
     assert options.server is not None
     with server_client(options.server, options.api_key_env, os.environ) as client:
@@ -105,8 +103,7 @@ def _server_counts(options: AbOptions) -> tuple[AbOptions, dict[str, Counts]]:
 
 def _stored_counts(options: AbOptions) -> tuple[AbOptions, dict[str, Counts]]:
     """The counts stored in Redis or the registry; the metric defaults to the first stored."""
-    from infertune.cli.release import open_registry
-    from infertune.rollout.feedback import FeedbackStore, RedisFeedback
+    from infertune.rollout.feedback import FeedbackStore, RedisFeedback  # redis: cli/__init__
 
     store = (RedisFeedback(options.redis_url) if options.redis_url is not None
              else FeedbackStore(open_registry(options.registry)))

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from infertune.cli.api import AdviseOptions, advise
+from infertune.config import Scenario
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infertune.config import Scenario
+from infertune.report.interview import interview
+from infertune.report.render import FORMATS, render
 
 ScenarioFile = Annotated[Path, typer.Argument(help="scenario YAML (the eight facts)")]
 Interactive = Annotated[bool, typer.Option(
@@ -35,8 +36,6 @@ class AdviseCommand:
     measure: str | None = None
 
     def __post_init__(self) -> None:
-        from infertune.report.render import FORMATS
-
         if self.fmt not in FORMATS:
             raise ConfigError(f"--format {self.fmt!r} is not supported; use one of "
                               f"{', '.join(FORMATS)}")
@@ -54,8 +53,6 @@ def register(app: typer.Typer) -> None:
 
 def run(command: AdviseCommand) -> None:
     """The advice (api.advise), rendered to stdout or ``command.out``."""
-    from infertune.cli.api import AdviseOptions, advise
-    from infertune.report.render import render
 
     report = advise(AdviseOptions(command.scenario, command.measure),
                     interview=_interview if command.interactive else None,
@@ -70,8 +67,6 @@ def run(command: AdviseCommand) -> None:
 
 
 def _interview(scenario: Scenario) -> Scenario:
-    from infertune.report.interview import interview
-
     return interview(scenario, ask=lambda q: typer.prompt(q, default="", show_default=False),
                      say=lambda line: typer.echo(line, err=True))
 

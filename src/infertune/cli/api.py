@@ -43,21 +43,47 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import httpx
+import uvicorn
+
+from infertune import models
+from infertune.artifacts import RunDir
+from infertune.cli._common import quiet_libraries
+from infertune.cli.serving import (
+    build_policy,
+    exposure_warnings,
+    int8_warnings,
+    resolve_target,
+    size_model_threads,
+)
+from infertune.config import Scenario, ServePolicy, load_scenario
+from infertune.data import HeldOut, default_heldout, read_heldout
+from infertune.durations import parse_duration
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infertune.config import Scenario, ServePolicy
-    from infertune.data import HeldOut
-    from infertune.loadgen.result import LoadResult
-    from infertune.loadgen.runner import RunOptions
-    from infertune.loadgen.schedules import ScheduleSpec
-    from infertune.loadgen.targets import Target
-    from infertune.models.adapter import ModelInfo
-    from infertune.optimize.search.budget import Progress
-    from infertune.optimize.search.costs import BudgetChoice
-    from infertune.report.schema import Report
+from infertune.hardware import detect
+from infertune.loadgen.inprocess import InProcessTarget
+from infertune.loadgen.result import LoadResult
+from infertune.loadgen.runner import RunOptions, run_load
+from infertune.loadgen.schedules import ScheduleSpec, build_schedule
+from infertune.loadgen.targets import HttpTarget, Target, load_bodies
+from infertune.models import load
+from infertune.models.adapter import ModelInfo
+from infertune.optimize.quickcheck import check_variants
+from infertune.optimize.run import DEFAULT_BUDGET_S, QUICK_BUDGET_S
+from infertune.optimize.run import OptimizeOptions as StageOptions
+from infertune.optimize.run import optimize as run_stages
+from infertune.optimize.search.budget import Progress
+from infertune.optimize.search.costs import BudgetChoice
+from infertune.report.advisor import advise as build_advice
+from infertune.report.measured import add_measurements
+from infertune.report.run_report import write_run_report
+from infertune.report.schema import Report
+from infertune.report.vague import VagueReadings
+from infertune.serve import create_app, run_server
+from infertune.serve.cascade import without_spinning
+from infertune.serve.model_processes import ModelSource, uses_processes
 
 __all__ = ["AdviseOptions", "LoadtestOptions", "OptimizeOptions", "OptimizeResult", "Server",
            "ServeOptions", "advise", "loadtest", "optimize", "serve"]
@@ -115,13 +141,6 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     """Run every stage of ``infertune optimize`` into ``options.out`` and write its report.
     ``progress`` hears each stage and step (``stage(name, detail)``, ``tick(detail)``), the
     report's writing last; ``on_budget`` hears what ``budget="auto"`` chose and why."""
-    from infertune.artifacts import RunDir
-    from infertune.cli._common import quiet_libraries
-    from infertune.config import load_scenario
-    from infertune.optimize.run import OptimizeOptions as RunOptions
-    from infertune.optimize.run import optimize as run_stages
-    from infertune.report.run_report import write_run_report
-    from infertune.report.schema import Report
 
     scenario = load_scenario(options.scenario)
     budget_s = budget_seconds(options)
@@ -130,7 +149,7 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = Path(options.out or Path("runs") / f"{Path(options.model).stem}-{stamp}")
     claim_run_folder(folder, options.overwrite)
-    state = run_stages(RunOptions(
+    state = run_stages(StageOptions(
         model=options.model, scenario=scenario, data=held, out=folder, budget_s=budget_s,
         quick=options.quick, candidates=list(options.candidates), seed=options.seed,
         scenario_source=str(options.scenario), budget_auto=_auto(options.budget)),
@@ -144,7 +163,6 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
 def budget_seconds(options: OptimizeOptions) -> float:
     """The run's budget in seconds: ``options.budget``, else the default (quick: shorter);
     "auto" starts from the default and is sized once the model is measured."""
-    from infertune.optimize.run import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 
     budget = options.budget
     text = None if _auto(budget) or budget is None else _budget_text(budget)
@@ -161,7 +179,6 @@ def _budget_text(budget: str | float) -> str:
 
 def parse_budget(text: str | None, default: float) -> float:
     """``--budget`` in seconds (``default`` when not given), at least MIN_BUDGET_S."""
-    from infertune.durations import parse_duration
 
     try:
         seconds = parse_duration(text, "--budget") if text is not None else default
@@ -179,7 +196,6 @@ def parse_budget(text: str | None, default: float) -> float:
 
 def heldout_for(model: str, path: Path | None) -> HeldOut:
     """The held-out inputs: ``path``, or minilm's bundled set."""
-    from infertune.data import default_heldout, read_heldout
 
     if path is not None:
         return read_heldout(path)
@@ -222,9 +238,6 @@ def advise(options: AdviseOptions | Path | str, *,
     render it with ``infertune.report.render.render(report, "md")``. ``interview`` may fill
     in the scenario's missing facts before the advice (``infertune advise -i`` asks for
     them); ``on_measure`` hears the model about to be measured."""
-    from infertune.config import load_scenario
-    from infertune.report.advisor import advise as build_advice
-    from infertune.report.vague import VagueReadings
 
     if not isinstance(options, AdviseOptions):
         options = AdviseOptions(options)
@@ -234,10 +247,6 @@ def advise(options: AdviseOptions | Path | str, *,
         scenario = interview(scenario)
     report = build_advice(scenario)
     if options.measure is not None:
-        from infertune.cli._common import quiet_libraries
-        from infertune.optimize.quickcheck import check_variants
-        from infertune.report.measured import add_measurements
-
         quiet_libraries()
         if on_measure is not None:
             on_measure(options.measure)
@@ -294,13 +303,9 @@ class Server:
         return f"http://{self.host}:{self.port}"
 
     def run(self) -> None:
-        from infertune.serve import run_server
-
         run_server(self.app, host=self.host, port=self.port)
 
     def __enter__(self) -> Server:
-        import uvicorn
-
         # run_server's settings (no graceful-shutdown cut-off, no access log); uvicorn skips
         # its signal handlers off the main thread, so __exit__ stops it instead
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
@@ -324,8 +329,6 @@ class Server:
         self._uvicorn = self._thread = None
 
     def _wait_ready(self) -> None:
-        import httpx
-
         deadline = time.monotonic() + self.ready_timeout_s
         while not self._uvicorn.started:  # bound, lifespan (queue, workers) started
             if not self._thread or not self._thread.is_alive():
@@ -360,14 +363,6 @@ class ServeSetup:
 def prepare_serve(options: ServeOptions) -> ServeSetup:
     """Resolve the target and merge the policy layers (cli/serving.py); refuse an exposed
     address without an API key (ConfigError) and warn of an INT8 scheme this CPU saturates."""
-    from infertune.cli.serving import (
-        build_policy,
-        exposure_warnings,
-        int8_warnings,
-        resolve_target,
-    )
-    from infertune.config import ServePolicy
-    from infertune.hardware import detect
 
     model_ref, report_policy = resolve_target(str(options.target))
     policy = build_policy(report_policy, options.config, options.policy or ServePolicy())
@@ -378,20 +373,12 @@ def prepare_serve(options: ServeOptions) -> ServeSetup:
 
 def build_server(setup: ServeSetup) -> Server:
     """Load the model (and the cascade's fast one), size its threads and build the app."""
-    from infertune.cli._common import quiet_libraries
-    from infertune.cli.serving import size_model_threads
-    from infertune.hardware import detect
-    from infertune.models import load
-    from infertune.serve import create_app
-    from infertune.serve.model_processes import ModelSource, uses_processes
 
     options, policy = setup.options, setup.policy
     quiet_libraries()
     adapter = load(setup.model_ref)
     fast = load(options.fast_model) if options.fast_model else None
     if fast is not None:
-        from infertune.serve.cascade import without_spinning
-
         adapter, fast = without_spinning(adapter, fast)
     adapter, threads = size_model_threads(adapter, policy,
                                           detect(with_gpus=False).effective_cores)
@@ -417,8 +404,6 @@ def serve(options: ServeOptions | Path | str) -> Server:
 # ---------------------------------------------------------------------------------- loadtest
 
 def _default_schedule() -> ScheduleSpec:
-    from infertune.loadgen.schedules import ScheduleSpec
-
     return ScheduleSpec(shape="poisson", rate=10.0, duration_s=30.0)
 
 
@@ -447,8 +432,6 @@ class LoadtestOptions:
 def loadtest(options: LoadtestOptions) -> LoadResult:
     """Send the schedule open-loop and summarise latency from each request's intended send
     time (percentiles with CIs, goodput, sheds, client lag), as ``infertune loadtest``."""
-    from infertune.loadgen.runner import run_load
-    from infertune.loadgen.schedules import build_schedule
 
     target = load_target(options)
     return run_load(build_schedule(options.schedule), target,
@@ -457,8 +440,6 @@ def loadtest(options: LoadtestOptions) -> LoadResult:
 
 def run_options(options: LoadtestOptions) -> RunOptions:
     """How the runner sends: the in-flight cap, the seed, the busy-wait before each send."""
-    from infertune.loadgen.runner import RunOptions
-
     return RunOptions(max_in_flight=options.max_in_flight, seed=options.schedule.seed,
                       spin_s=options.spin_ms / 1000)
 
@@ -466,16 +447,10 @@ def run_options(options: LoadtestOptions) -> RunOptions:
 def load_target(options: LoadtestOptions) -> Target:
     """An http(s) URL's target, or the model loaded in-process behind serve's own runtime
     with ``options.policy``'s batching knobs."""
-    from infertune.loadgen.targets import HttpTarget, load_bodies
 
     bodies = load_bodies(options.bodies) if options.bodies is not None else None
     if options.target.startswith(("http://", "https://")):
         return HttpTarget(options.target, bodies=bodies, timeout_s=options.timeout_s)
-    from infertune import models
-    from infertune.cli._common import quiet_libraries
-    from infertune.config import ServePolicy
-    from infertune.loadgen.inprocess import InProcessTarget
-    from infertune.serve.model_processes import ModelSource
 
     given = options.policy or ServePolicy()
     policy = ServePolicy(max_batch_size=given.max_batch_size, max_wait_ms=given.max_wait_ms,

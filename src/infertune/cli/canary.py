@@ -18,16 +18,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
+import httpx
 import typer
+import uvicorn
 
 from infertune.errors import ConfigError, UserError
-
-if TYPE_CHECKING:
-    from infertune.rollout.canary_plan import Sizing
-    from infertune.rollout.controller import CanaryOutcome, StepPlan
-    from infertune.rollout.gates import GateConfig
+from infertune.jsonfile import write_json
+from infertune.rollout.analysis import (
+    CANARY,
+    STABLE,
+    ArmPrometheus,
+    Arms,
+    analysis_app,
+    judge_once,
+    pod_gates,
+)
+from infertune.rollout.canary_plan import Sizing
+from infertune.rollout.client import RouterClient, server_client
+from infertune.rollout.controller import CanaryController, CanaryOutcome, StepPlan
+from infertune.rollout.gates import METHOD, GateConfig, GateResult
+from infertune.rollout.observe import PrometheusMetrics, ServerMetrics
 
 HELP = ("Measure the traffic, size the canary's steps from it, step the traffic up judging "
         "latency, errors, output agreement and the business metric with always-valid "
@@ -106,15 +118,11 @@ class CanaryOptions:
     shadow_gate: bool = False
 
     def gate_config(self) -> GateConfig:
-        from infertune.rollout.gates import GateConfig
-
         return GateConfig(alpha=self.alpha, max_disagreement=self.max_disagreement,
                           min_samples=min(self.min_step_samples or self.baseline_samples,
                                           self.baseline_samples))
 
     def step_plan(self) -> StepPlan:
-        from infertune.rollout.controller import StepPlan
-
         return StepPlan(steps=self.steps or StepPlan.steps,
                         min_step_samples=self.min_step_samples or StepPlan.min_step_samples,
                         baseline_samples=self.baseline_samples, poll_s=self.poll_s,
@@ -123,7 +131,6 @@ class CanaryOptions:
 
     def sizing(self) -> Sizing | None:
         """None when the steps and their samples are given (a fixed plan)."""
-        from infertune.rollout.canary_plan import Sizing
 
         if self.steps is not None and self.min_step_samples is not None:
             return None
@@ -180,9 +187,6 @@ def register(app: typer.Typer) -> None:
 
 def run(options: CanaryOptions) -> None:
     """Measure, size, step and judge; exit 0 promoted, 1 (UserError) rolled back."""
-    from infertune.rollout.client import RouterClient, server_client
-    from infertune.rollout.controller import CanaryController
-    from infertune.rollout.gates import GateResult
 
     config, plan, sizing = options.gate_config(), options.step_plan(), options.sizing()
     _echo_start(options, config, sizing)
@@ -203,8 +207,6 @@ def run(options: CanaryOptions) -> None:
 
 
 def _echo_start(options: CanaryOptions, config: GateConfig, sizing: Sizing | None) -> None:
-    from infertune.rollout.gates import METHOD
-
     typer.echo(f"canary {options.release}: gates judged by {METHOD}; false-rollback level "
                f"alpha={options.alpha:g} over the whole rollout ({config.alpha_per_gate:.4g} "
                "per gate)" + ("" if sizing is None else f"; measuring the request rate for "
@@ -225,8 +227,6 @@ def _finish(options: CanaryOptions, outcome: CanaryOutcome, shown: dict[float, i
         for gate in step.gates:
             typer.echo(f"  {gate.sentence()}", err=True)
     if options.json_out is not None:
-        from infertune.jsonfile import write_json
-
         write_json(options.json_out, outcome.to_dict())
     if outcome.decision == "promoted":
         typer.echo(f"promoted {options.release} to 100%")
@@ -238,9 +238,6 @@ def _finish(options: CanaryOptions, outcome: CanaryOutcome, shown: dict[float, i
 
 def _source(client: Any, prometheus: str | None) -> Any:
     """The router's /metrics, or PromQL against --prometheus."""
-    import httpx
-
-    from infertune.rollout.observe import PrometheusMetrics, ServerMetrics
 
     if prometheus is None:
         return ServerMetrics(client)
@@ -252,8 +249,6 @@ def _judge_once(judge: JudgeOnce) -> None:
     judged = _judge_pods(judge) if judge.arm_label is not None else _judge_router(judge)
     text = judged.model_dump_json(indent=2)
     if judge.json_out is not None:
-        from infertune.jsonfile import write_json
-
         write_json(judge.json_out, judged.model_dump(mode="json"))
     typer.echo(text)
     if judged.verdict == "fail":
@@ -261,17 +256,6 @@ def _judge_once(judge: JudgeOnce) -> None:
 
 
 def _judge_pods(judge: JudgeOnce) -> Any:
-    import httpx
-
-    from infertune.rollout.analysis import (
-        CANARY,
-        STABLE,
-        ArmPrometheus,
-        Arms,
-        judge_once,
-        pod_gates,
-    )
-
     prometheus, canary_value, stable_value = judge.prometheus, judge.canary_value, \
         judge.stable_value
     if prometheus is None or canary_value is None or stable_value is None:
@@ -286,10 +270,6 @@ def _judge_pods(judge: JudgeOnce) -> Any:
 
 
 def _judge_router(judge: JudgeOnce) -> Any:
-    from infertune.rollout.analysis import judge_once
-    from infertune.rollout.client import RouterClient, server_client
-    from infertune.rollout.gates import GateConfig
-
     if judge.server is None or judge.release is None:
         raise ConfigError("--judge-once needs --server URL and --release NAME, or "
                           "--prometheus URL with --arm-label, --canary-value, "
@@ -310,11 +290,6 @@ AnalysisAlpha = Annotated[float, typer.Option("--alpha", min=0.0001, max=0.5)]
 
 def analysis(prometheus: PrometheusUrl, host: Host = "127.0.0.1", port: Port = 8080,
              alpha: AnalysisAlpha = 0.05, baseline_samples: BaselineSamples = 100) -> None:
-    import httpx
-    import uvicorn
-
-    from infertune.rollout.analysis import ArmPrometheus, Arms, analysis_app, pod_gates
-
     client = httpx.Client(base_url=prometheus.rstrip("/"), timeout=10)
 
     def source_for(arms: Arms) -> ArmPrometheus:

@@ -9,12 +9,23 @@ are loaded here only to read the data and check that it fits, then dropped befor
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
+from infertune.cli._common import quiet_libraries
+from infertune.cli.profile import load_data, progress_bars
 from infertune.durations import parse_duration
+from infertune.errors import ModelLoadError
+from infertune.jsonfile import write_json
+from infertune.measure.arm_process import ArmFailed, ArmProcess
+from infertune.measure.compare import run_interleaved
+from infertune.measure.profile import check_fits
+from infertune.models import load
 
 
 def register(app: typer.Typer) -> None:
@@ -37,9 +48,6 @@ def register(app: typer.Typer) -> None:
             "--block-size", min=1, help="requests per block of A or B")] = 20,
         seed: Annotated[int, typer.Option("--seed", help="seed for order and bootstrap")] = 0,
     ) -> None:
-        from infertune.cli._common import quiet_libraries
-        from infertune.jsonfile import write_json
-
         budget_s = parse_duration(budget, "--budget")
         quiet_libraries()
         requests = _checked_requests(a, b, data)
@@ -54,11 +62,6 @@ def register(app: typer.Typer) -> None:
 def _checked_requests(a: str, b: str, data: Path | None) -> list[list[Any]]:
     """The held-out inputs as single requests, checked against both models here; the models
     are freed on return so that neither holds memory or threads while the children time."""
-    import gc
-
-    from infertune.cli.profile import load_data
-    from infertune.measure.profile import check_fits
-    from infertune.models import load
 
     model_a, model_b = load(a), load(b)
     inputs, source = load_data(a, data, model_a)
@@ -73,12 +76,6 @@ def compare_in_own_processes(a: str, b: str, requests: list[list[Any]], *, budge
                              block_size: int, seed: int, threshold: float) -> Any:
     """Interleaved trials with A and B each in a timing process of its own (ArmProcess times
     ``predict`` where it runs); a side that cannot start there is a one-line error."""
-    import dataclasses
-
-    from infertune.cli.profile import progress_bars
-    from infertune.errors import ModelLoadError
-    from infertune.measure.arm_process import ArmFailed, ArmProcess
-    from infertune.measure.compare import run_interleaved
 
     try:
         with ArmProcess(a) as arm_a, ArmProcess(b) as arm_b, progress_bars() as update:
@@ -96,8 +93,6 @@ def compare_in_own_processes(a: str, b: str, requests: list[list[Any]], *, budge
 
 
 def print_result(result: Any, json_out: Path | None) -> None:
-    from rich.console import Console
-
     console = Console(highlight=False)
     stats = result.stats
     console.print(f"A = {result.a}    B = {result.b}    ({result.where})")

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 from infertune.errors import ConfigError
 from infertune.hardware import LIBRARIES, HardwareInfo, applicability, detect
@@ -51,9 +54,6 @@ def read_hardware(path: Path) -> HardwareInfo:
 
 
 def _print_tables(hw: HardwareInfo, title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     machine = Table(title=title, show_header=False, title_justify="left")
     machine.add_column("fact", style="bold")
@@ -88,10 +88,6 @@ def _print_tables(hw: HardwareInfo, title: str) -> None:
 
 
 def _print_engines(hw: HardwareInfo) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title="Engines and precisions infertune can build here", title_justify="left")
     table.add_column("engine", style="bold")
     table.add_column("device")

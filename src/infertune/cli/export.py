@@ -11,17 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from infertune.artifacts import RunDir
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infertune.export.deploy_plan import DeployPlan
-    from infertune.serve.alerts import AlertThresholds
+from infertune.export.argo import write_argo
+from infertune.export.deploy_plan import DeployPlan, Overrides, measured_capacity, plan, summary
+from infertune.export.flagger import write_flagger
+from infertune.export.kserve import write_kserve
+from infertune.export.kubernetes import write_kubernetes
+from infertune.export.source import read_release, read_source
+from infertune.export.triton import write_triton
+from infertune.serve.alerts import AlertThresholds, run_slo
 
 
 class Target(StrEnum):
@@ -49,9 +53,6 @@ def alert_thresholds_for(ref: str, policy: ServePolicy) -> AlertThresholds:
     """The alert thresholds `infertune serve REF` writes: for a run folder, the same inputs
     the export uses (the SLO and the measured capacity of report.json) with the policy being
     served; for anything else, the SLO alone (none: no latency rule)."""
-    from infertune.export.deploy_plan import measured_capacity  # the serve extra: see export()
-    from infertune.export.source import read_source
-    from infertune.serve.alerts import AlertThresholds, run_slo
 
     run = RunDir(ref)
     if run.exists_run() and run.paths.scenario.is_file():
@@ -63,8 +64,6 @@ def alert_thresholds_for(ref: str, policy: ServePolicy) -> AlertThresholds:
 def _write_gates(to: Target, p: DeployPlan, out: Path, *, image: str, prometheus_url: str,
                  namespace: str) -> list[Path]:
     """Argo Rollouts or Flagger objects asking infertune's analysis endpoint for verdicts."""
-    from infertune.export.argo import write_argo
-    from infertune.export.flagger import write_flagger
 
     write = write_argo if to is Target.argo_rollouts else write_flagger
     return write(p, out, image=image, prometheus_url=prometheus_url, namespace=namespace)
@@ -146,12 +145,6 @@ def register(app: typer.Typer) -> None:
 def run(options: ExportOptions, *, as_json: bool = False) -> None:
     """Plan the deployment from the run or release, write the target's files and export.json,
     then print export.json (``as_json``) or a one-line summary."""
-    # export/ reaches serve/ (alert rules), whose package needs the serve extra (starlette,
-    # prometheus_client): imported when the command runs, so the rest of the CLI starts
-    # without it
-    from infertune.export.deploy_plan import Overrides, plan, summary
-    from infertune.export.source import read_release, read_source
-
     o = options
     src = (read_release(o.registry, o.source) if o.registry is not None
            else read_source(o.source, o.variant))
@@ -170,10 +163,6 @@ def run(options: ExportOptions, *, as_json: bool = False) -> None:
 
 
 def _write(o: ExportOptions, p: DeployPlan) -> list[Path]:
-    from infertune.export.kserve import write_kserve
-    from infertune.export.kubernetes import write_kubernetes
-    from infertune.export.triton import write_triton
-
     if o.to is Target.triton:
         return write_triton(p, o.out)
     if o.to is Target.kubernetes:

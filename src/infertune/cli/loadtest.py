@@ -15,20 +15,29 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
 
 from infertune.cli.api import LoadtestOptions, load_target
 from infertune.cli.loadtest_stream import StreamArgs, run_streaming
+from infertune.config import ServePolicy
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:  # the runner (numpy, asyncio) is imported when a test runs, not for --help
-    from infertune.config import ServePolicy
-    from infertune.loadgen.result import LoadResult
-    from infertune.loadgen.runner import RunOptions
-    from infertune.loadgen.schedules import Schedule, ScheduleSpec, ScheduleStats
-    from infertune.loadgen.targets import Target
+from infertune.jsonfile import write_json
+from infertune.loadgen.result import LoadResult
+from infertune.loadgen.runner import RunOptions, run_load
+from infertune.loadgen.schedules import (
+    Schedule,
+    ScheduleSpec,
+    ScheduleStats,
+    build_schedule,
+    parse_duration,
+)
+from infertune.loadgen.targets import Target
 
 STRIP_CHARS = " ▁▂▃▄▅▆▇█"
 
@@ -107,8 +116,6 @@ def loadtest(target: TargetRef = None, shape: Shape = "poisson", rate: Rate = 10
              prefix_share: PrefixShare = 0.0, turns: Turns = 1,
              prompt_lengths: PromptLengths = None) -> None:
     """Open-loop load test at a production traffic shape (latency from intended send)."""
-    from infertune.loadgen.runner import RunOptions
-    from infertune.loadgen.schedules import build_schedule
 
     spec = _spec(shape, rate, duration, seed, burstiness=burstiness, peak_rate=peak_rate,
                  burst_s=burst_s, gap_s=gap_s, trace=trace, trace_scale=trace_scale)
@@ -139,8 +146,6 @@ def register(app: typer.Typer) -> None:
 
 def _spec(shape: str, rate: float, duration: str | None, seed: int,
           **shape_args: Any) -> ScheduleSpec:
-    from infertune.loadgen.schedules import ScheduleSpec, parse_duration
-
     default_s = None if shape == "trace" else 30.0  # a trace lasts as long as it is
     seconds = parse_duration(duration, "--duration") if duration else default_s
     return ScheduleSpec(shape=shape, rate=rate, duration_s=seconds, seed=seed, **shape_args)
@@ -152,9 +157,6 @@ def _is_url(ref: str) -> bool:
 
 def _batcher(**knobs: Any) -> ServePolicy | None:
     """The in-process batcher's knobs as a ServePolicy; a bad one names its flag."""
-    from pydantic import ValidationError
-
-    from infertune.config import ServePolicy
 
     try:
         return ServePolicy(**knobs)
@@ -171,18 +173,11 @@ def run(schedule: Schedule, options: LoadtestOptions, sending: RunOptions,
     result = _run(schedule, load_target(options), sending)
     _print_result(result)
     if json_out is not None:
-        from infertune.jsonfile import write_json
-
         write_json(json_out, {"schema": "infertune.loadtest/v1",
                               "spec": options.schedule.to_dict(), "result": result.to_dict()})
 
 
 def _run(schedule: Schedule, target: Target, options: RunOptions) -> LoadResult:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from infertune.loadgen.runner import run_load
-
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
@@ -197,16 +192,11 @@ def _print_schedule(spec: ScheduleSpec, stats: ScheduleStats, json_out: Path | N
     typer.echo(f"  peak 1-s rate   {stats.peak_1s_rate:.0f} req/s")
     typer.echo(f"  gap squared CV  {stats.gap_scv:.3f}  (1 = Poisson; > 1 bursty)")
     if json_out is not None:
-        from infertune.jsonfile import write_json
-
         write_json(json_out, {"schema": "infertune.schedule/v1", "spec": spec.to_dict(),
                               "stats": stats.to_dict()})
 
 
 def _print_result(result: LoadResult) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     s = result.schedule
     console.print(f"[bold]{result.target}[/]: {result.sent} requests, scheduled "

@@ -7,16 +7,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
 
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:  # the runner (numpy, asyncio) is imported when a test runs, not for --help
-    from infertune.loadgen.runner import RunOptions
-    from infertune.loadgen.schedules import ScheduleSpec
-    from infertune.loadgen.stream_files import StreamRunFile, StreamSweepFile
+from infertune.loadgen.llm_sweep import sweep
+from infertune.loadgen.openai import (
+    OpenAITarget,
+    load_prompts,
+    run_stream_records,
+    synthetic_prompts,
+)
+from infertune.loadgen.runner import RunOptions
+from infertune.loadgen.schedules import ScheduleSpec, build_schedule
+from infertune.loadgen.stream_files import StreamRunFile, StreamSweepFile
+from infertune.loadgen.streaming_result import parse_slos, per_request, summarise_streams
+from infertune.loadgen.workloads import WorkloadSpec, build_prompts, parse_lengths, prefix_reuse
 
 
 @dataclass(frozen=True)
@@ -55,8 +65,6 @@ class StreamArgs:
 
 
 def _stream_target(url: str, args: StreamArgs) -> Any:
-    from infertune.loadgen.openai import OpenAITarget, load_prompts, synthetic_prompts
-
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--api {args.api} streams from an http(s) URL, got {url!r}; write "
                           "it like http://127.0.0.1:8000/v1/chat/completions")
@@ -72,8 +80,6 @@ def _stream_target(url: str, args: StreamArgs) -> Any:
 
 
 def _workload(args: StreamArgs) -> Any:
-    from infertune.loadgen.workloads import WorkloadSpec, build_prompts, parse_lengths
-
     lengths = parse_lengths(args.prompt_lengths) if args.prompt_lengths else None
     return build_prompts(WorkloadSpec(
         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
@@ -100,15 +106,12 @@ def run_streaming(url: str, spec: ScheduleSpec, args: StreamArgs, options: RunOp
                   json_out: Path | None) -> None:
     """One open-loop run at ``spec.rate``, or (``args.sweep``) the sweep for the highest rate
     meeting the SLOs; printed, and written to ``json_out`` when given."""
-    from infertune.loadgen.streaming_result import parse_slos
 
     slos = parse_slos(args.slo) if args.slo else []
     target = _stream_target(url, args)
     last: list[Any] = []  # the latest run's per-request records
 
     def run_at(rate: float) -> Any:
-        from infertune.loadgen.schedules import build_schedule
-
         result, last[:] = _run_stream(build_schedule(replace(spec, rate=rate)), target,
                                       options, slos)
         return result
@@ -119,10 +122,6 @@ def run_streaming(url: str, spec: ScheduleSpec, args: StreamArgs, options: RunOp
 
 
 def _once(run_at: Any, spec: ScheduleSpec, target: Any, last: list[Any]) -> StreamRunFile:
-    from infertune.loadgen.stream_files import StreamRunFile
-    from infertune.loadgen.streaming_result import per_request
-    from infertune.loadgen.workloads import prefix_reuse
-
     result = run_at(spec.rate)
     reuse = prefix_reuse(target.prompts, len(last))
     _print_stream(result)
@@ -133,9 +132,6 @@ def _once(run_at: Any, spec: ScheduleSpec, target: Any, last: list[Any]) -> Stre
 
 
 def _sweep(run_at: Any, spec: ScheduleSpec, args: StreamArgs) -> StreamSweepFile:
-    from infertune.loadgen.llm_sweep import sweep
-    from infertune.loadgen.stream_files import StreamSweepFile
-
     found = sweep(run_at, spec.rate, max_steps=args.sweep_steps)
     _print_sweep(found)
     return StreamSweepFile(spec, found)
@@ -151,12 +147,6 @@ def _cached(records: list[Any]) -> str:
 
 
 def _run_stream(schedule: Any, target: Any, options: Any, slos: Any) -> tuple[Any, list[Any]]:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from infertune.loadgen.openai import run_stream_records
-    from infertune.loadgen.streaming_result import summarise_streams
-
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
@@ -174,8 +164,6 @@ def _ci(est: Any) -> str:
 
 
 def _print_stream(result: Any) -> None:
-    from rich.console import Console
-
     console = Console()
     load, counts = result.load, result.output_tokens
     console.print(f"[bold]{load.target}[/] ({result.api}): {load.sent} requests, scheduled "
@@ -201,8 +189,6 @@ def _print_stream(result: Any) -> None:
 
 
 def _stream_table(result: Any) -> Any:
-    from rich.table import Table
-
     table = Table("ms [95% CI]", "p50", "p95", "p99", "n",
                   caption="TTFT: time to first token; ITL: each inter-token gap; TPOT: time "
                           "per output token; TTFT and e2e from the intended send time")
@@ -233,9 +219,6 @@ def _print_slos(console: Any, result: Any) -> None:
 
 
 def _print_sweep(found: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     table = Table("rate", "scheduled", "achieved", "TTFT p95", "ITL p95", "goodput", "verdict",
                   caption="req/s and ms; 'scheduled' is the drawn schedule's own mean rate")

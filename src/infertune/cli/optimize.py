@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from infertune.cli import server_tune
 from infertune.cli.api import (
     OptimizeOptions,
     OptimizeResult,
@@ -181,8 +182,6 @@ def optimize_cmd(model: Model = None, scenario: ScenarioFile = None, data: Data 
 
 
 def tune_server(tuning: ServerTuning) -> None:
-    from infertune.cli import server_tune
-
     folder = tuning.out or Path("runs") / f"server-{time.strftime('%Y%m%d-%H%M%S')}"
     claim_run_folder(folder, tuning.overwrite)
     server_tune.run(tuning.args, tuning.scenario, folder, tuning.as_json)

@@ -8,14 +8,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
+from infertune.cli._common import quiet_libraries
+from infertune.data import default_heldout, read_heldout
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infertune.measure.profile import ProfileSettings
+from infertune.hardware import detect
+from infertune.jsonfile import write_json
+from infertune.measure.profile import ProfileSettings, profile
+from infertune.models import BUILTIN, load
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
@@ -34,8 +40,6 @@ def parse_batch_sizes(text: str) -> tuple[int, ...]:
 @contextmanager
 def progress_bars() -> Iterator[Any]:
     """A rich progress display on stderr; yields a ``(step, done, total)`` callback."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     tasks: dict[str, Any] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -50,9 +54,6 @@ def progress_bars() -> Iterator[Any]:
 
 
 def load_data(model: str, data: Path | None, adapter: Any) -> tuple[list[Any], str]:
-    from infertune.data import default_heldout, read_heldout
-    from infertune.models import BUILTIN
-
     if data is not None:
         held = read_heldout(data)
         return list(held.inputs), held.source
@@ -103,8 +104,6 @@ class ProfileOptions:
     seed: int = 0
 
     def settings(self) -> ProfileSettings:
-        from infertune.measure.profile import ProfileSettings
-
         build = ProfileSettings.quick if self.quick else ProfileSettings
         given = {} if self.curve_repeats is None else {"curve_repeats": self.curve_repeats}
         if self.requests is not None:
@@ -127,11 +126,6 @@ def register(app: typer.Typer) -> None:
 
 def run(options: ProfileOptions) -> None:
     """Profile the model on its held-out inputs, write profile.json, print the summary."""
-    from infertune.cli._common import quiet_libraries
-    from infertune.hardware import detect
-    from infertune.jsonfile import write_json
-    from infertune.measure.profile import profile
-    from infertune.models import load
 
     settings = options.settings()
     quiet_libraries()
@@ -146,9 +140,6 @@ def run(options: ProfileOptions) -> None:
 
 
 def print_summary(result: Any, json_out: Path | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     stages = result.stages
     table = Table(title=f"{result.model['id']} on {result.data_count} inputs "

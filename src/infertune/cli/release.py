@@ -12,6 +12,10 @@ from typing import Annotated, Any
 
 import typer
 
+from infertune.cli._common import quiet_libraries
+from infertune.rollout.release_registry import Registry, default_root, record_summary
+from infertune.serve import run_server
+
 RegistryOption = Annotated[Path | None, typer.Option(
     "--registry", help="registry folder (default $INFERTUNE_REGISTRY or the user data folder)")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON instead of text")]
@@ -19,7 +23,6 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON instead of te
 
 def open_registry(root: Path | None) -> Any:
     """The Registry at ``root`` (or the default root)."""
-    from infertune.rollout.release_registry import Registry, default_root
 
     return Registry(root if root is not None else default_root(os.environ))
 
@@ -42,8 +45,6 @@ def add(
 
 
 def list_cmd(registry: RegistryOption = None, as_json: JsonFlag = False) -> None:
-    from infertune.rollout.release_registry import record_summary
-
     rows = [record_summary(r) for r in open_registry(registry).releases()]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -104,9 +105,7 @@ def serve_releases(root: Path | None, state: Any, *, host: str, port: int,
                    check_exposure: Callable[[Any], list[str]]) -> None:
     """`infertune serve --registry DIR --stable NAME [--canary NAME --canary-weight PCT]
     [--shadow NAME]`: one server hosting those releases behind the router."""
-    from infertune.cli._common import quiet_libraries
-    from infertune.rollout.release_router import build_router
-    from infertune.serve import run_server
+    from infertune.rollout.release_router import build_router  # redis: see cli/__init__
 
     reg = open_registry(root)
     warnings = check_exposure(policy_for(reg.get(state.stable).record.policy))

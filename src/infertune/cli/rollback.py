@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from infertune.rollout.client import RouterClient, server_client
+
 
 def register(app: typer.Typer) -> None:
     @app.command("rollback", help="Send all traffic back to the previous release at once "
@@ -23,8 +25,6 @@ def register(app: typer.Typer) -> None:
         api_key_env: Annotated[str, typer.Option(
             "--api-key-env", help="variable holding the server's API key")] = "INFERTUNE_API_KEY",
     ) -> None:
-        from infertune.rollout.client import RouterClient, server_client
-
         with server_client(server, api_key_env, os.environ) as client:
             state = RouterClient(client).change("rollback", reason=reason)
         canary = f", canary {state.canary} at {state.canary_weight:g}%" if state.canary else ""

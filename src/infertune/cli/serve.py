@@ -14,10 +14,15 @@ from typing import Annotated
 
 import typer
 
+from infertune.cli._common import quiet_libraries
 from infertune.cli.api import ServeOptions, Server, ServeSetup, build_server, prepare_serve
+from infertune.cli.export import alert_thresholds_for
+from infertune.cli.release import open_registry, serve_releases
 from infertune.cli.serving import build_policy, exposure_warnings, policy_layer
 from infertune.config import ServePolicy
 from infertune.errors import ConfigError
+from infertune.serve.alerts import write_rules
+from infertune.serve.routing import RoutingState
 
 HELP = ("Serve a model, variant folder or run's recommended variant over HTTP (batching, "
         "priority queue, cache, metrics). Overload protection is on by default: a request with "
@@ -153,8 +158,6 @@ def run(command: ServeCommand) -> None:
     assert command.model is not None  # ServeCommand requires one without releases
     setup = prepare_serve(command.serve_options(command.model))
     if command.alerts_out is not None:  # the generator and inputs `infertune export` uses
-        from infertune.cli.export import alert_thresholds_for
-        from infertune.serve.alerts import write_rules
 
         write_rules(command.alerts_out, alert_thresholds_for(command.model, setup.policy))
         _echo(f"alert rules (thresholds from the SLO) written to {command.alerts_out}")
@@ -167,7 +170,6 @@ def run(command: ServeCommand) -> None:
 
 
 def _serve_on_ray(command: ServeCommand, setup: ServeSetup) -> None:
-    from infertune.cli._common import quiet_libraries
     from infertune.serve.engines.ray_engine import serve_on_ray  # the optional extra
 
     assert command.model is not None
@@ -178,9 +180,6 @@ def _serve_on_ray(command: ServeCommand, setup: ServeSetup) -> None:
 
 
 def _serve_releases(command: ServeCommand, releases: Releases) -> None:
-    from infertune.cli.release import open_registry, serve_releases
-    from infertune.serve.routing import RoutingState
-
     state = RoutingState(stable=releases.stable, canary=releases.canary,
                          canary_weight=releases.canary_weight, shadow=releases.shadow)
 
@@ -192,8 +191,7 @@ def _serve_releases(command: ServeCommand, releases: Releases) -> None:
         return exposure_warnings(command.host, policy, command.insecure_no_auth)
 
     if command.engine == "ray":  # the routing state shared by every replica
-        from infertune.cli._common import quiet_libraries
-        from infertune.rollout.ray_router import serve_releases_on_ray
+        from infertune.rollout.ray_router import serve_releases_on_ray  # the ray extra
 
         reg = open_registry(releases.registry)
         for warning in check_exposure(policy_for(reg.get(releases.stable).record.policy)):

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from infertune.cli.loadtest_stream import _token_counter
 from infertune.config import Scenario, ServerTuning
+from infertune.durations import parse_duration
 from infertune.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infertune.loadgen.openai import Api, TokenCounter
-    from infertune.loadgen.streaming_result import TokenSLO
-    from infertune.loadgen.workloads import LengthDist, WorkloadSpec
-    from infertune.optimize.server_tune.command import ServerCommand
-    from infertune.optimize.server_tune.tune_report import ServerTuneReport
-    from infertune.optimize.server_tune.tuner import TuneOptions
+from infertune.loadgen.openai import APIS, Api, TokenCounter
+from infertune.loadgen.streaming_result import TokenSLO, parse_slos
+from infertune.loadgen.workloads import LengthDist, WorkloadSpec, lengths_from_file, parse_lengths
+from infertune.optimize.server_tune.command import ServerCommand, parse_search
+from infertune.optimize.server_tune.tune_report import ServerTuneReport
+from infertune.optimize.server_tune.tuner import TuneOptions, tune
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,6 @@ def with_section(args: ServerArgs, section: ServerTuning | None) -> ServerArgs:
 
 def slos_of(args: ServerArgs, scenario: Scenario | None) -> list[TokenSLO]:
     """--slo, else the scenario's token-level SLO."""
-    from infertune.loadgen.streaming_result import parse_slos
 
     if args.slo:
         return parse_slos(args.slo)
@@ -78,8 +80,6 @@ def slos_of(args: ServerArgs, scenario: Scenario | None) -> list[TokenSLO]:
 
 
 def _lengths(args: ServerArgs, counter: TokenCounter | None) -> tuple[LengthDist | None, str]:
-    from infertune.loadgen.workloads import lengths_from_file, parse_lengths
-
     if args.prompts is not None and args.prompt_lengths is not None:
         raise ConfigError("--prompts and --prompt-lengths both set the prompt lengths; "
                           "pass one")
@@ -99,9 +99,6 @@ def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> Tun
     args = with_section(args, scenario.server if scenario is not None else None)
     assert args.server_cmd is not None and args.ready_path is not None
     assert args.ready_timeout_s is not None
-    from infertune.cli.loadtest_stream import _token_counter
-    from infertune.durations import parse_duration
-    from infertune.optimize.server_tune.tuner import TuneOptions
 
     command = _server_command(args)
     api = _checked_api(args)
@@ -121,8 +118,6 @@ def build_options(args: ServerArgs, scenario: Scenario | None, out: Path) -> Tun
 
 
 def _server_command(args: ServerArgs) -> ServerCommand:
-    from infertune.optimize.server_tune.command import ServerCommand, parse_search
-
     if not args.search:
         raise ConfigError("--server-cmd needs --search KNOB=V1,V2,... (e.g. "
                           "--search max_num_seqs=1,4,16) naming its {knob} placeholders")
@@ -133,7 +128,6 @@ def _server_command(args: ServerArgs) -> ServerCommand:
 
 def _checked_api(args: ServerArgs) -> Api:
     """The streaming API, once the sweep's and the confirmation's limits are checked."""
-    from infertune.loadgen.openai import APIS
 
     api = next((a for a in APIS if a == args.api), None)
     if api is None:
@@ -151,7 +145,6 @@ def _checked_api(args: ServerArgs) -> Api:
 def _workload(args: ServerArgs, scenario: Scenario | None,
               lengths: LengthDist | None) -> WorkloadSpec:
     """The prompt mix; lengths left out come from the scenario's typical input."""
-    from infertune.loadgen.workloads import WorkloadSpec
 
     typical = scenario.inputs.typical if scenario is not None else None
     return WorkloadSpec(
@@ -173,11 +166,6 @@ def _start_rate(args: ServerArgs, scenario: Scenario | None) -> float:
 
 
 def run(args: ServerArgs, scenario: Scenario | None, out: Path, as_json: bool) -> None:
-    import typer
-    from rich.console import Console
-
-    from infertune.optimize.server_tune.tuner import tune
-
     options = build_options(args, scenario, out)
     console = Console(stderr=True)
     report = tune(options, progress=lambda line: console.print(f"[dim]{line}[/]"))
@@ -190,8 +178,6 @@ def run(args: ServerArgs, scenario: Scenario | None, out: Path, as_json: bool) -
 
 def print_table(report: ServerTuneReport) -> None:
     """The ranked candidates, as the markdown report's table (benchmarks/llm_tune.py too)."""
-    from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     if not console.is_terminal:  # a pipe or a log file: no 80-column squeeze of the figures

@@ -115,7 +115,7 @@ def size_model_threads(adapter: Any, policy: ServePolicy, cores: int) -> tuple[A
     variant fixes its own."""
     if adapter.info.runtime != "torch":
         return fit_to_workers(adapter, policy, cores)
-    import torch
+    import torch  # the torch extra: see cli/__init__
 
     threads = threads_per_worker(0, policy, cores)
     torch.set_num_threads(threads)

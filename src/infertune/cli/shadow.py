@@ -16,7 +16,12 @@ from typing import Annotated, Any
 
 import typer
 
+from infertune.cli.canary import _source
 from infertune.errors import ConfigError, UserError
+from infertune.jsonfile import write_json
+from infertune.rollout.analysis import judge_once
+from infertune.rollout.client import RouterClient, server_client
+from infertune.rollout.gates import SHADOW_GATES, GateConfig
 
 HELP = ("Agreement, errors and latency of the shadow release against the stable, with "
         "always-valid intervals; exit 1 when a gate fails.")
@@ -62,10 +67,6 @@ def register(app: typer.Typer) -> None:
 
 def run(options: ShadowOptions) -> None:
     """Judge the server's shadow against its stable; exit 1 (UserError) when a gate fails."""
-    from infertune.cli.canary import _source
-    from infertune.rollout.analysis import judge_once
-    from infertune.rollout.client import RouterClient, server_client
-    from infertune.rollout.gates import SHADOW_GATES, GateConfig
 
     config = GateConfig(alpha=options.alpha, gates=SHADOW_GATES,
                         min_samples=options.min_samples,
@@ -80,8 +81,6 @@ def run(options: ShadowOptions) -> None:
     judged = judge_once(snap, state.shadow, state.stable, config, options.min_samples)
     _echo_gates(judged, state.shadow, state.stable, options.alpha)
     if options.json_out is not None:
-        from infertune.jsonfile import write_json
-
         write_json(options.json_out, judged.model_dump(mode="json"))
     typer.echo(judged.verdict)
     if judged.verdict == "fail":

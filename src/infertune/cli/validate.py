@@ -7,8 +7,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
 
-from infertune.errors import DataError, QualityFloorError
+from infertune.cli._common import quiet_libraries
+from infertune.config import load_scenario
+from infertune.data import default_heldout, read_heldout
+from infertune.errors import DataError, ModelLoadError, QualityFloorError
+from infertune.models import BUILTIN, TextAdapter, load
+from infertune.models.loaders import files_hash
+from infertune.models.runners import OrtRunner, ort_session
+from infertune.quality.floor import floor_from_config, parse_floor
+from infertune.quality.validate import compare_quality, preflight
 
 HELP = "\n\n".join([
     "Check a VARIANT against the baseline MODEL on held-out data and a quality floor.",
@@ -91,7 +102,6 @@ def register(app: typer.Typer) -> None:
 def run(o: ValidateOptions) -> None:
     """Run both models on the held-out data and judge the floor; exit 1 (QualityFloorError)
     when it is not met or the evidence is inconclusive."""
-    from infertune.quality.validate import preflight
 
     chosen = _floor(o.floor, o.scenario)
     held = _data(o.model, o.data, o.input_column, o.label_column)
@@ -111,9 +121,6 @@ def run(o: ValidateOptions) -> None:
 
 
 def _floor(text: str | None, scenario: Path | None) -> Any:
-    from infertune.config import load_scenario
-    from infertune.quality.floor import floor_from_config, parse_floor
-
     if text is not None:
         return parse_floor(text)
     if scenario is not None:
@@ -127,9 +134,6 @@ def _floor(text: str | None, scenario: Path | None) -> Any:
 
 
 def _data(model: str, path: Path | None, input_column: str, label_column: str) -> Any:
-    from infertune.data import default_heldout, read_heldout
-    from infertune.models import BUILTIN
-
     if path is not None:
         return read_heldout(path, input_column=input_column, label_column=label_column)
     if model == BUILTIN:
@@ -140,17 +144,11 @@ def _data(model: str, path: Path | None, input_column: str, label_column: str) -
 
 def _load_pair(model: str, variant: str, task: str | None) -> tuple[Any, Any]:
     """The baseline, and the variant; an .onnx variant of a text model borrows its tokenizer."""
-    from infertune.cli._common import quiet_libraries
-    from infertune.models import TextAdapter, load
 
     quiet_libraries()
     baseline = load(model, task=task)
     path = Path(variant)
     if path.suffix == ".onnx" and path.is_file() and isinstance(baseline, TextAdapter):
-        from infertune.errors import ModelLoadError
-        from infertune.models.loaders import files_hash
-        from infertune.models.runners import OrtRunner, ort_session
-
         try:
             session = ort_session(str(path))
         except Exception as exc:  # onnxruntime raises untyped errors for bad graphs
@@ -169,7 +167,7 @@ _INTEGER_OPS = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "Conv
 def _onnx_precision(path: Path) -> str:
     """"int8" when every MatMul is quantized, "int8+fp32" when some stay float, else "fp32"
     (read from the graph's operators; the file has no precision field)."""
-    import onnx
+    import onnx  # the onnx extra: see cli/__init__
 
     ops = [node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node]
     if not any(op in _INTEGER_OPS for op in ops):
@@ -179,11 +177,6 @@ def _onnx_precision(path: Path) -> str:
 
 def _run(baseline: Any, variant: Any, held: Any, floor: Any, metrics: list[str] | None,
          batch_size: int, task: str | None, resamples: int, seed: int) -> Any:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from infertune.quality.validate import compare_quality
-
     columns = (TextColumn("running both models"), BarColumn(), MofNCompleteColumn())
     console = Console(stderr=True)
     # no bar when stderr is not a terminal: CI logs and scripts get only the one-line result
@@ -197,9 +190,6 @@ def _run(baseline: Any, variant: Any, held: Any, floor: Any, metrics: list[str] 
 
 
 def _print(result: Any, json_out: Path | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     console.print(f"baseline {result.baseline}\nvariant  {result.variant}\n"
                   f"data     {result.data_source} ({result.n_examples} examples, "

@@ -8,7 +8,7 @@ import json
 import pytest
 from rollout_variants import mlp_run
 
-import infertune.serve
+import infertune.cli.release
 from infertune.cli import main
 from infertune.rollout.feedback import FeedbackStore
 from infertune.rollout.release_registry import Registry
@@ -89,7 +89,7 @@ def test_serve_stable_builds_the_router(tmp_path, runs, monkeypatch, capsys) -> 
     for name, run in zip("ab", runs, strict=True):
         assert main(["release", "add", str(run), "--name", name, "--registry", reg]) == 0
     served = []
-    monkeypatch.setattr(infertune.serve, "run_server",
+    monkeypatch.setattr(infertune.cli.release, "run_server",
                         lambda app, host, port: served.append((app, host, port)))
     monkeypatch.setenv("ROLLOUT_TEST_KEY", "k")
     assert main(["serve", "--registry", reg, "--stable", "a", "--canary", "b",
