@@ -23,6 +23,11 @@ The builder's plans, the build order's priors (search/ordering.py), the cost est
 (search/costs.py), the report's measured options and ``infertune doctor`` then see it with no
 other edit.
 
+Imports sit at the top of each module here, except the engines' own libraries (torch,
+transformers, onnx, onnxruntime, openvino, nncf: optional extras), which are imported inside
+the function that runs them: every pass module is imported to register its facts, on machines
+with or without each engine, and ``doctor`` reports the missing ones instead of failing.
+
 Sources: torch passes and ``ort_fp32`` start from the baseline; the other onnxruntime passes
 derive from ``ort_fp32`` (the plain export, or a copy of an .onnx baseline) or ``ort_fused``
 (the transformer-fused graph), falling back to ``ort_fp32`` where no fusion applies.
@@ -48,7 +53,13 @@ from infertune.optimize.passes.registry import (
     create_pass,
     register,
 )
-from infertune.optimize.passes.variant_files import Variant, VariantResult, agreement, predict_rows
+from infertune.optimize.passes.variant_files import (
+    Variant,
+    VariantResult,
+    agreement,
+    predict_rows,
+    write_manifest,
+)
 
 _NOT_PASSES = ("base", "facts", "registry")
 
@@ -147,7 +158,6 @@ def _run_one(pass_: Pass, facts: PassFacts, built: dict[str, Variant],
 def check_variant(variant: Variant, ctx: PassContext) -> Variant:
     """Load the folder as a user would, run the sample inputs, require the baseline's output
     shape, and record the agreement in the manifest."""
-    from infertune.optimize.passes.variant_files import write_manifest
 
     started = time.perf_counter()
     adapter = variant.load()

@@ -4,6 +4,7 @@ file or exports the torch module, and the onnxruntime passes derive from that gr
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from infertune.models.adapter import Adapter
+from infertune.models.runners import ORT_DTYPES, ort_session
 from infertune.models.variant import InputSpec, Manifest, PassRecord
 from infertune.optimize.passes._text import source_sha256
 from infertune.optimize.passes.base import PassContext, PassSettings, built
@@ -49,7 +51,6 @@ def torch_tensor_module(baseline: Adapter) -> Any:
 def export_tensor_module(ctx: PassContext, path: Path, opset: int) -> ExportSettings:
     """Export a torch tensor baseline to ONNX with a dynamic batch axis (the other axes keep
     the example's sizes: a traced graph may bake them into reshapes). Returns the settings."""
-    import warnings
 
     import torch
 
@@ -71,7 +72,6 @@ def export_tensor_module(ctx: PassContext, path: Path, opset: int) -> ExportSett
 
 def _numpy_dtype(ort_type: str) -> str:
     """numpy's name for an onnxruntime input type ("tensor(float)" -> "float32")."""
-    from infertune.models.runners import ORT_DTYPES
 
     dtype = ORT_DTYPES.get(ort_type)
     return np.dtype(dtype).name if dtype is not None else ort_type
@@ -81,7 +81,6 @@ def tensor_manifest(ctx: PassContext, *, variant_id: str, model_path: Path,
                     passes: list[PassRecord]) -> Manifest:
     """A manifest for an onnxruntime variant of a tensor baseline; the inputs, their dtypes
     and symbolic axes are read from the graph at ``model_path``."""
-    from infertune.models.runners import ort_session
 
     base = ctx.baseline
     session = ort_session(str(model_path), graph_level="disabled")

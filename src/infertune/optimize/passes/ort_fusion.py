@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from infertune.errors import NotApplicableError
 from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.passes._onnx import OrtDerivedPass
@@ -169,7 +171,6 @@ def time_skip_layernorm(hidden: int, tokens: int = PROBE_TOKENS, blocks: int = 7
     """Times SkipLayerNormalization against Add + Add + LayerNormalization in interleaved
     blocks (about 0.1 s in all), each in a session with default threads and no graph
     optimization, so each runs as written."""
-    import numpy as np
     import onnxruntime as ort
 
     rng = np.random.default_rng(0)
@@ -196,7 +197,6 @@ def time_skip_layernorm(hidden: int, tokens: int = PROBE_TOKENS, blocks: int = 7
 
 def _residual_norm_graph(hidden: int, fused: bool) -> bytes:
     """LayerNorm(x + skip + bias), as one SkipLayerNormalization or as its parts."""
-    import numpy as np
     from onnx import TensorProto, helper
 
     shape: list[str | int | None] = [1, "tokens", hidden]
