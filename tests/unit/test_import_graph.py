@@ -147,6 +147,23 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     return problems
 
 
+# docs/layout.md, "optimize/": served/ imports neither search/ nor stages/, search/ does not
+# import stages/ (stages/ uses both)
+OPTIMIZE_BANS = {"served": ("search", "stages"), "search": ("stages",)}
+
+
+def optimize_direction_violations(graph: dict[str, set[str]]) -> list[str]:
+    def part(module: str) -> str:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == "optimize" else ""
+
+    return [f"{module} imports {target} (optimize/{part(module)}/ may not import "
+            f"optimize/{part(target)}/)"
+            for module, targets in sorted(graph.items())
+            for target in sorted(targets)
+            if part(target) in OPTIMIZE_BANS.get(part(module), ())]
+
+
 # ---- the checker checks what it should (synthetic trees) ----------------------------------
 
 
@@ -195,6 +212,23 @@ def test_an_earlier_layer_importing_a_later_one_is_reported(tmp_path: Path) -> N
         "infertune.serve.app imports infertune.report.schema (serve is below report)"]
 
 
+def test_optimize_served_importing_search_or_search_importing_stages_is_reported(
+        tmp_path: Path) -> None:
+    files = {"__init__.py": "", "optimize/__init__.py": "", "optimize/state.py": ""}
+    for sub in ("served", "search", "stages"):
+        files[f"optimize/{sub}/__init__.py"] = ""
+    files["optimize/served/traffic.py"] = "from infertune.optimize.search import timing\n"
+    files["optimize/search/timing.py"] = ("from infertune.optimize import state\n"
+                                          "from infertune.optimize.stages import build\n")
+    files["optimize/stages/build.py"] = ("from infertune.optimize.search import timing\n"
+                                         "from infertune.optimize.served import traffic\n")
+    assert optimize_direction_violations(import_graph(_tree(tmp_path, files))) == [
+        "infertune.optimize.search.timing imports infertune.optimize.stages.build "
+        "(optimize/search/ may not import optimize/stages/)",
+        "infertune.optimize.served.traffic imports infertune.optimize.search.timing "
+        "(optimize/served/ may not import optimize/search/)"]
+
+
 def test_every_package_has_a_place_in_the_layer_order() -> None:
     unknown = sorted({layer_of(m) for m in all_modules()} - set(LAYERS) - {""})
     assert unknown == [], f"add {unknown} to DESIGN.md's package layout and LAYERS here"
@@ -216,3 +250,7 @@ def test_no_import_circle_in_src(graph: dict[str, set[str]]) -> None:
 
 def test_no_earlier_layer_imports_a_later_one(graph: dict[str, set[str]]) -> None:
     assert layer_violations(graph) == []
+
+
+def test_optimize_imports_go_one_way(graph: dict[str, set[str]]) -> None:
+    assert optimize_direction_violations(graph) == []
