@@ -1,7 +1,10 @@
-"""``optimize(...)``: the run's stages in order, each reading and writing the typed RunState
-(state.py) and the run directory's artifacts; at the end the RunRecord (record.py) is saved as
-run.json. The report is built afterwards from those files by report/run_report.py; this
-package knows nothing of report/.
+"""``optimize(...)``: the run's stages in order. A stage converted to the artifact contract
+is ``run(ctx) -> <Stage>Artifact`` (findings.py): it reads the live run and the earlier stages'
+artifacts through its StageContext (state.py) and returns its own, which this module stores;
+the others still take (RunState, Budget, Progress) and fill in their stage's artifact on the
+state. At the end the RunRecord (record.py), the stages' artifacts, is saved as run.json.
+The report is built afterwards from those files by report/run_report.py; this package knows
+nothing of report/.
 
 Stages (each one checks the budget before it starts; see search/budget.py), one module each
 in stages/ (its __init__ lists them):
@@ -40,12 +43,18 @@ from infertune.optimize.state import (
     OptimizeOptions,
     RunPaths,
     RunState,
+    StageContext,
 )
 
 __all__ = ["DEFAULT_BUDGET_S", "QUICK_BUDGET_S", "OptimizeOptions", "RunPaths", "RunState",
            "optimize"]
 
-Step = Callable[[RunState, Budget, Progress], None]
+Step = Callable[[StageContext], None]
+
+
+def _legacy(step: Callable[[RunState, Budget, Progress], None]) -> Step:
+    """A stage that still fills in its artifact on the state (not yet ``run(ctx)``)."""
+    return lambda ctx: step(ctx.state, ctx.budget, ctx.progress)
 
 
 def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
@@ -65,20 +74,32 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     reserve = partial(decisive_reserve_s, options.scenario, quick=options.quick)
     budget.reserved_s = reserve(budget.total_s)
 
+    ctx = StageContext(state, budget, progress)
+
     def build_variants(s: RunState, b: Budget, p: Progress) -> None:
         build.build(s, b, p, builder)
 
+    # the stages that return their artifact: each one's is stored here, nowhere else
+    def screen_variants(c: StageContext) -> None:
+        state.screen = screen.run(c)
+
+    def candidate_models(c: StageContext) -> None:
+        state.models = candidates.run(c)
+
+    def input_options(c: StageContext) -> None:
+        state.inputs = inputs.run(c)
+
     order: Sequence[tuple[str, Step]] = [
-        ("setup", setup.setup),
-        ("size budget", sizing.size_budget),
-        ("profile baseline", profile.profile_baseline),
-        ("reference outputs", profile.reference_outputs),
-        ("build variants", build_variants),
-        ("screen variants", screen.screen),
-        ("confirm survivors", survivors.confirm),
-        ("serving policy", sweep.serving),
-        ("candidate models", candidates.candidate_models),
-        ("input options", inputs.input_options),
+        ("setup", _legacy(setup.setup)),
+        ("size budget", _legacy(sizing.size_budget)),
+        ("profile baseline", _legacy(profile.profile_baseline)),
+        ("reference outputs", _legacy(profile.reference_outputs)),
+        ("build variants", _legacy(build_variants)),
+        ("screen variants", screen_variants),
+        ("confirm survivors", _legacy(survivors.confirm)),
+        ("serving policy", _legacy(sweep.serving)),
+        ("candidate models", candidate_models),
+        ("input options", input_options),
     ]
     for name, step in order:
         if name == "size budget" and not options.budget_auto:
@@ -86,7 +107,7 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
         progress.stage(name, f"{budget.left():.0f} s left")
         started = clock()
         choice = state.log.budget_choice
-        step(state, budget, progress)
+        step(ctx)
         if name == "size budget":  # a resized budget may now hold the decisive runs, or not
             budget.reserved_s = reserve(budget.total_s)
         state.log.stage_seconds[name] = clock() - started

@@ -31,6 +31,7 @@ from infertune.data import HeldOut
 from infertune.models import load
 from infertune.models.adapter import Adapter
 from infertune.optimize.findings import RunFindings
+from infertune.optimize.search.budget import Budget, Progress
 from infertune.optimize.search.screening import ScreenCurve
 from infertune.optimize.search.timing import Skipped
 from infertune.optimize.served.traffic import Contention
@@ -138,6 +139,19 @@ class RunState(RunFindings):
     @property
     def task(self) -> str:
         return self.baseline.info.task
+
+
+@dataclass
+class StageContext:
+    """What a stage's ``run(ctx) -> <Stage>Artifact`` is handed: the live run (options, paths,
+    adapters, held-out inputs and reference outputs, and the artifacts of the stages before it,
+    which it reads and does not change), the budget and the progress display. The stage
+    returns its own artifact and run.py stores it; notes and skips go to the run's log
+    (``state.skip``, ``state.log.notes``), the one record every stage adds to."""
+
+    state: RunState
+    budget: Budget
+    progress: Progress
 
 
 def floor_for(scenario: Scenario, task: str) -> Floor:

@@ -1,7 +1,10 @@
-"""The stages of ``optimize``, one module each, in the order run.py runs them. Each stage
-function takes the RunState, the Budget and the Progress display; each checks the budget first
-and, when it cannot do its work properly, records what it skipped and what it would have needed
-instead of measuring badly.
+"""The stages of ``optimize``, one module each, in the order run.py runs them. A stage is
+``run(ctx: StageContext) -> <Stage>Artifact`` (screen, candidates, inputs so far; the artifacts
+are in optimize/findings.py): it reads the live run and the earlier artifacts and returns its
+own, which run.py stores. The others still take the RunState, the Budget and the Progress
+display and fill in their stage's artifact on the state. Each checks the budget first and, when
+it cannot do its work properly, records what it skipped and what it would have needed instead
+of measuring badly.
 
     setup.py       setup: hardware, scenario, quality floor, the quality subset, call costs
     (search/sizing.py: size budget, with --budget auto)

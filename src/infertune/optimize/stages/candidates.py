@@ -15,22 +15,26 @@ from infertune.measure.compare import run_interleaved
 from infertune.measure.stages import time_requests
 from infertune.models import load
 from infertune.models.adapter import Adapter
+from infertune.optimize.findings import ModelsArtifact
 from infertune.optimize.search.budget import NEED_QUICK_S, Budget, Progress
 from infertune.optimize.search.timing import measure_against_baseline
 from infertune.optimize.served.cascade_eval import CascadeNotApplicable, evaluate_cascade
 from infertune.optimize.stages.screen import candidate_from, judge
-from infertune.optimize.state import RunState
+from infertune.optimize.state import RunState, StageContext
 from infertune.quality import run_outputs
 
 
-def candidate_models(state: RunState, budget: Budget, progress: Progress) -> None:
-    if state.options.candidates:
-        run_candidates(state, budget, progress)
+def run(ctx: StageContext) -> ModelsArtifact:
+    found = ModelsArtifact()
+    if ctx.state.options.candidates:
+        run_candidates(ctx.state, ctx.budget, ctx.progress, found)
+    return found
 
 
-def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
-    """Each --candidate model: quick timing against the baseline, quality, and a cascade
-    (candidate first, baseline on low confidence) when the task has a confidence."""
+def run_candidates(state: RunState, budget: Budget, progress: Progress,
+                   found: ModelsArtifact) -> None:
+    """Each --candidate model into ``found``: quick timing against the baseline, quality, and a
+    cascade (candidate first, baseline on low confidence) when the task has a confidence."""
     out = []
     for ref in state.options.candidates:
         if not budget.allows(NEED_QUICK_S * 3):
@@ -48,7 +52,7 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
         cand.quick = measure_against_baseline(
             run_interleaved, state.baseline.predict, adapter.predict, cid, state.requests,
             kind="quick", budget_s=min(budget.share(0.1), 10.0), seed=state.options.seed)
-        state.models.candidate_models.append(cand)
+        found.candidate_models.append(cand)
         if state.reference is None:
             continue
         try:
@@ -58,11 +62,11 @@ def run_candidates(state: RunState, budget: Budget, progress: Progress) -> None:
             cascade = evaluate_cascade(state.baseline.info.task, cand_out, state.reference,
                                        lat_c, lat_b, labels=_labels(state), names=(cid,
                                        "baseline"), seed=state.options.seed)
-            state.models.cascades.append(cascade)
+            found.cascades.append(cascade)
             out.append(cascade.to_dict())
         except CascadeNotApplicable as exc:
             state.log.notes.append(f"cascade {cid} -> baseline: not applicable: {exc}")
-    ExtrasFile(candidates=[c.to_dict() for c in state.models.candidate_models],
+    ExtrasFile(candidates=[c.to_dict() for c in found.candidate_models],
                cascades=out).save(state.paths.extras)
 
 

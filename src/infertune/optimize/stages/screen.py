@@ -11,14 +11,15 @@ import numpy as np
 
 from infertune.jsonfile import write_json
 from infertune.models.adapter import Adapter
-from infertune.optimize.search.budget import NEED_QUICK_S, Budget, Progress
+from infertune.optimize.findings import ScreenArtifact
+from infertune.optimize.search.budget import NEED_QUICK_S, Budget
 from infertune.optimize.search.costs import screen_s
 from infertune.optimize.search.screening import ScreenCurve, ServedScreen, update_best
 from infertune.optimize.search.screening import judge as judge_batches
 from infertune.optimize.search.sequential import StopRule, time_sequential
 from infertune.optimize.search.timing import Candidate, quick_timing
 from infertune.optimize.stages.profile import NEED_REFERENCE_S, batch_s, quick_s, served_curve
-from infertune.optimize.state import RunState, quality_floor, quality_metrics
+from infertune.optimize.state import RunState, StageContext, quality_floor, quality_metrics
 from infertune.quality import QualityResult, evaluate_outputs, run_outputs
 
 # after this mark (a fraction of the whole budget, as build.py's MARK_BUILD) only the first two
@@ -52,13 +53,15 @@ def candidate_from(variant_id: str, title: str, result: QualityResult | None) ->
                      (check.ci_low, check.ci_high))
 
 
-def screen(state: RunState, budget: Budget, progress: Progress) -> None:
+def run(ctx: StageContext) -> ScreenArtifact:
     """Quick timing and the quality verdict of every built variant, in build order (the order
     of expected gain per second). Batch-1 timing comes first and stops early for a clear loser
     against the fastest passing variant so far (else the baseline); then the variant is timed
     at the batch sizes serving forms (search/screening.py), and only a variant that lost at every
     one of them is pruned, its quality run skipped: it cannot be recommended, so its seconds go to
     the variants that can (search/sequential.py)."""
+    state, budget, progress = ctx.state, ctx.budget, ctx.progress
+    found = ScreenArtifact()
     screened = 0
     rule = StopRule()
     best: tuple[str, list[float]] | None = None  # fastest passing variant so far, its samples
@@ -94,7 +97,7 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
         cand.quick = quick_timing(b.variant_id, _base_samples(state, len(var_ms)), var_ms,
                                   seed=state.options.seed)
         state.log.notes.append(f"screening of {b.variant_id} at the batch sizes serving forms: "
-                           + served.describe())
+                               + served.describe())
         if not served.kept:
             cand.dropped = f"{stopped}; and it lost at every batch size serving forms" \
                 if stopped else "it lost at every batch size serving forms"
@@ -105,8 +108,9 @@ def screen(state: RunState, budget: Budget, progress: Progress) -> None:
                     best is None or np.median(var_ms) < np.median(best[1][:len(var_ms)])):
                 best = (b.variant_id, var_ms)
         write_json(b.path / "latency.json", {"quick": cand.quick.to_dict()})
-        state.screen.candidates.append(cand)
+        found.candidates.append(cand)
         del adapter  # so loading the next variant frees this one (VariantAdapters)
+    return found
 
 
 def _screen_served(state: RunState, adapter: Adapter, var_ms: list[float],
