@@ -124,3 +124,12 @@ def test_a_written_file_gets_the_usual_mode(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_json_text_is_what_write_json_writes(tmp_path: Path) -> None:
+    # optimize --json prints the typed report through json_text: the bytes report.json holds
+    payload = {"b": 1.5, "a": [Path("x"), None], "é": "ü"}
+    path = write_json(tmp_path / "r.json", payload)
+    assert path.read_text(encoding="utf-8") == jsonfile.json_text(payload)
+    assert jsonfile.json_text(payload) == ('{\n  "b": 1.5,\n  "a": [\n    "x",\n    null\n  ],\n'
+                                           '  "\\u00e9": "\\u00fc"\n}\n')
