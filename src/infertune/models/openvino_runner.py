@@ -146,6 +146,8 @@ class OvRunner:
         model = self._core.read_model(self.path)
         if length is not None:
             model.reshape({i.get_any_name(): [-1, length] for i in model.inputs})
+        if self.settings.precision_hint != "f32":
+            clamp_overflowing_constants(model)
         compiled = self._core.compile_model(model, "CPU", self.settings.config(self.threads))
         return OpenedModel(compiled, time.perf_counter() - started)
 
@@ -211,6 +213,38 @@ def convert_onnx(src: Path, dst_xml: Path) -> None:
     import openvino as ov
 
     ov.save_model(ov.convert_model(str(src)), str(dst_xml), compress_to_fp16=False)
+
+
+# The attention mask of an exported transformer adds (1 - mask) * finfo(float32).min to the
+# scores. In bf16 that constant rounds to -inf (bf16's largest finite value is 3.3895e38), and
+# 0 * -inf is NaN: every output of the model turns NaN (seen on an AMX Xeon for MiniLM, OpenVINO
+# 2026.4). A constant this far out means "minus infinity, but finite"; -1e30 means the same to a
+# softmax (exp underflows to exactly 0 either way) and stays finite in bf16 and f16 alike.
+OVERFLOWING = 1e38
+FINITE_STAND_IN = 1e30
+
+
+def clamp_overflowing_constants(model: Any) -> int:
+    """Replace every f32 constant of ``model`` (an ``openvino.Model``) beyond +-OVERFLOWING by
+    +-FINITE_STAND_IN, in place, before it is compiled at a lower precision; returns how many
+    constants changed."""
+    import openvino as ov
+    from openvino import opset13
+
+    changed = 0
+    for op in model.get_ordered_ops():
+        if op.get_type_name() != "Constant" or op.get_element_type() != ov.Type.f32:
+            continue
+        values = op.get_data()
+        if not values.size or not np.any(np.abs(values) >= OVERFLOWING):
+            continue
+        clamped = opset13.constant(np.where(np.abs(values) >= OVERFLOWING,
+                                            np.sign(values) * FINITE_STAND_IN,
+                                            values).astype(np.float32))
+        for target in op.output(0).get_target_inputs():
+            target.replace_source_output(clamped.output(0))
+        changed += 1
+    return changed
 
 
 def xml_files(folder: Path, model_file: str) -> Iterable[Path]:
