@@ -16,7 +16,8 @@ from typing import Any
 from infertune.export.deploy_plan import Sourced
 
 Node = Any  # dict[str, Node] | list[Node] | str | int | float | bool | None | Sourced
-_BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+# \Z, not $: "$" also matches before a final newline, and "a\n" written bare breaks the file
+_BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
 # YAML 1.1 reads these bare words as booleans or null, so such keys stay quoted
 _RESERVED = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
 

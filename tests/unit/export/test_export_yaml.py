@@ -52,3 +52,12 @@ _docs = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=4)
 @given(st.dictionaries(st.text(min_size=1, max_size=8), _docs, max_size=5))
 def test_any_document_round_trips(doc: dict) -> None:
     assert yaml.safe_load(dump(doc)) == plain(doc)
+
+
+def test_a_key_or_value_ending_in_a_newline_is_quoted() -> None:
+    # found by test_any_document_round_trips: "$" matched before the final newline, so
+    # {"a\n": "b\n"} was written bare and the file did not parse
+    doc = {"a\n": "b\n", "plain": "c"}
+    text = dump(doc)
+    assert yaml.safe_load(text) == doc
+    assert '"a\\u000a": "b\\u000a"' in text and "plain: c" in text
