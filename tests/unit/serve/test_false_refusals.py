@@ -132,6 +132,15 @@ def poisson(rate: float, seconds: float, seed: int) -> np.ndarray:
     return times[times < seconds]
 
 
+def bursty(rate: float, seconds: float, seed: int, gap_cv: float) -> np.ndarray:
+    """Arrivals with gamma gaps of mean 1/rate and coefficient of variation ``gap_cv``."""
+    shape = 1.0 / gap_cv**2
+    gaps = np.random.default_rng(seed).gamma(shape, 1.0 / (rate * shape),
+                                             int(rate * seconds * 1.3) + 50)
+    times = np.cumsum(gaps)
+    return times[times < seconds]
+
+
 def false_refusals(served: list[Answer], admit_all: list[Answer],
                    deadline_s: float) -> tuple[int, int]:
     """(refused by the served run, of them answered within the deadline by the replay)."""
@@ -177,3 +186,27 @@ def test_the_benchmarks_classification_pairs_records_by_index() -> None:
     assert classify(served, replay, deadline_ms=12.0) == (5, 2)  # 1 and 2 were false
     assert classify(served, list(reversed(replay)), deadline_ms=12.0) == (5, 2)
     assert classify(served, replay, deadline_ms=12.5) == (5, 3)
+
+
+def test_the_sweeps_queue_bound_refuses_nothing_the_deadline_would_admit() -> None:
+    """The demo's case (false_shed.py on runs/demo: 321 of 361 queue_full refusals false at 0.9
+    of capacity): a deadline long enough that a queue of 64 fills in a burst at 0.9 of capacity
+    while its requests would still be answered in time. The grid's bound of 64 refuses them
+    (68 of 11,667 with these seeds, all false); the bound the sweep states (deadline_queue)
+    does not. Poisson arrivals never filled 64 here: the bursts come from gaps with CV 2."""
+    from infertune.optimize.served.policy_sweep import SweepGrid
+
+    deadline_ms = 100.0  # the capacity answers 160 requests in it: more than 64
+    grid = SweepGrid((MAX_BATCH,), (2.0,), (1,), (64,))
+    [sized] = grid.policies(deadline_ms, lambda b: 1000 * service_s(b))
+    sized = sized.model_copy(update={"warmup": False, "cache_size": 0})
+    assert sized.max_queue >= CAPACITY * deadline_ms / 1000
+    arrivals = bursty(0.9 * CAPACITY, SECONDS, seed=90, gap_cv=2.0)
+    admit_all = replay(arrivals, admit_all_policy(), seed=7)
+    bound = math.floor(0.001 * len(arrivals))
+    for policy, within in ((sized, True), (sized.model_copy(update={"max_queue": 64}), False)):
+        served = replay(arrivals, policy, seed=7)
+        refused, false = false_refusals(served, admit_all, deadline_ms / 1000)
+        print(f"max_queue {policy.max_queue}: {len(arrivals)} sent, {refused} refused, "
+              f"{false} false")
+        assert (false <= bound) is within

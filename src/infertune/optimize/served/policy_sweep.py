@@ -2,7 +2,8 @@
 
 For one variant we have its measured service-time curve (latency of one forward call as a
 function of batch size and sequence length). The sweep runs every policy of a grid
-(max batch size x max wait x workers x queue bound) through the queueing simulator at the
+(max batch size x max wait x workers x queue bound; with a deadline each bound is raised to what
+the workers answer within it) through the queueing simulator at the
 scenario's traffic shape, at the mean and at the peak rate, then finds each leading policy's
 goodput (the highest rate that keeps the SLO, by bisection) and its cost per 1,000 requests at
 that goodput. The top policies are then validated with a real open-loop load test (run.py
@@ -27,6 +28,13 @@ from infertune.optimize.served.ceiling import ceiling_first, fits_ceiling
 from infertune.serial import Serial
 
 SHED_LIMIT = 0.01  # a policy that sheds more than 1% of requests does not "keep the SLO"
+# A queue bound is a memory bound, not an admission rule: with a deadline, the bound of each
+# policy holds at least what its workers could answer within that deadline, times this margin
+# (the capacity is this machine's and the served one may be faster), so a full queue never
+# refuses a request the deadline would admit. Measured on a 2-core AMX Xeon (benchmarks/
+# false_shed.py --target runs/demo): the demo's b16 x2 policy with a queue of 64 refused 361
+# requests queue_full at 0.9 of capacity, 321 of them answered in time by an admit-all replay.
+QUEUE_DEADLINE_MARGIN = 2.0
 
 
 @dataclass
@@ -67,15 +75,31 @@ class SweepGrid(Serial):
             return cls((1, 4, 16), (0.0, 2.0, 10.0), workers, (256,))
         return cls(workers=workers)
 
-    def policies(self, timeout_ms: float | None = None) -> list[ServePolicy]:
-        out = []
+    def policies(self, timeout_ms: float | None = None,
+                 service_ms: Callable[[int], float] | None = None) -> list[ServePolicy]:
+        """The grid's policies. With a deadline and the service curve, each queue bound is
+        raised to ``deadline_queue`` (two grid bounds raised to the same value are one policy)."""
+        out: list[ServePolicy] = []
         for b, w, n, q in itertools.product(self.max_batch_size, self.max_wait_ms, self.workers,
                                             self.max_queue):
             if b == 1 and w > 0:
                 continue  # waiting for a batch of one only adds delay; one wait-0 entry is enough
-            out.append(ServePolicy(max_batch_size=b, max_wait_ms=w, workers=n, max_queue=q,
-                                   timeout_ms=timeout_ms))
+            policy = ServePolicy(max_batch_size=b, max_wait_ms=w, workers=n, max_queue=q,
+                                 timeout_ms=timeout_ms)
+            if timeout_ms is not None and service_ms is not None:
+                policy.max_queue = max(q, deadline_queue(policy, service_ms, timeout_ms))
+            if policy not in out:
+                out.append(policy)
         return out
+
+
+def deadline_queue(policy: ServePolicy, service_ms: Callable[[int], float],
+                   timeout_ms: float) -> int:
+    """The fewest queued requests a bound may hold without refusing one the deadline would
+    admit: what the policy's workers answer within ``timeout_ms`` on full batches
+    (capacity_bound, an upper bound on throughput), times QUEUE_DEADLINE_MARGIN."""
+    return math.ceil(capacity_bound(policy, service_ms) * timeout_ms / 1000.0
+                     * QUEUE_DEADLINE_MARGIN)
 
 
 @dataclass
@@ -275,7 +299,7 @@ def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_
     """Run every policy of ``grid`` at the mean and peak rates, rank them, and compute goodput
     and cost for the ``keep`` leading ones; those over ``cost_ceiling_usd_per_1k`` at their
     goodput go after every one that fits it."""
-    policies = grid.policies(timeout_ms)
+    policies = grid.policies(timeout_ms, service_ms)
     results: list[PolicyResult] = []
     for i, policy in enumerate(policies):
         results.append(PolicyResult(policy_id(policy), policy_knobs(policy),

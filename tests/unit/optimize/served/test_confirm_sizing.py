@@ -143,7 +143,7 @@ def test_a_report_whose_interval_straddles_the_target_says_not_shown_and_what_de
     assert peak.decisive_run == ("3,000 requests over 100 s at 30 requests/s (30 answers above "
                                  "the p99, 10 blocks of 1 s for the traffic's bursts)")
     assert check.verdict == (
-        "Measured here, int8 with policy b1-w0ms-x1-q64 is not shown to meet the SLO "
+        f"Measured here, int8 with policy {pid} is not shown to meet the SLO "
         "(p95 <= 50 ms, p99 <= 80 ms) at the peak rate (p95 40.0 ms (95% CI 35.0-45.0) "
         "against 50 ms, p99 70.0 ms (95% CI 60.0-95.0) against 80 ms); the run that would "
         "decide it at the peak rate: " + peak.decisive_run + ".")
