@@ -43,6 +43,24 @@ class ShedReason(StrEnum):
     SHUTTING_DOWN = "shutting_down"
 
 
+def queue_bound_advice(max_queue: int, deadline_s: float | None, workers: int,
+                       max_batch: int, fastest_full_batch_s: float) -> str | None:
+    """Why ``max_queue`` would refuse requests its deadline admits, or None when it holds
+    at least what the workers answer within the deadline at the fastest measured full-batch
+    time (an upper bound on throughput). A full queue answers 429 whatever the deadline says,
+    so a smaller bound refuses requests that would have been answered in time
+    (benchmarks/false_shed.py measured it on the demo's queue of 64)."""
+    if deadline_s is None or fastest_full_batch_s <= 0:
+        return None
+    answered = math.ceil(workers * max_batch / fastest_full_batch_s * deadline_s)
+    if max_queue >= answered:
+        return None
+    return (f"max_queue {max_queue} refuses requests its {deadline_s * 1000:g} ms deadline would "
+            f"admit: {workers} worker(s) answer up to {answered} requests within it at the "
+            f"warm-up's fastest full batch ({fastest_full_batch_s * 1000:.1f} ms); set max_queue "
+            f">= {answered} (infertune optimize states a deadline-sized bound)")
+
+
 class Rejected(Exception):
     """A request the queue refused or shed; the app turns it into an HTTP answer."""
 

@@ -41,7 +41,7 @@ from infertune.serve.cascade import Cascade, Tier
 from infertune.serve.keep_awake import CoreSpinners
 from infertune.serve.model_processes import ModelProcesses, ModelSource, uses_processes
 from infertune.serve.prometheus_metrics import STAGES, ServeMetrics
-from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
+from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem, queue_bound_advice
 from infertune.serve.request_validation import PredictRequest
 from infertune.serve.warmup import full_batch_seconds, run_warmup, timed_warmup, warmup_batches
 
@@ -199,11 +199,17 @@ class ServeRuntime:
                     cost = PaddingCost.fit(
                         [(*shapes[i % len(shapes)], s) for i, (_, s) in enumerate(times)])
                     self.batcher.padding_cost = cost
-                    log.warning("batch padding rule: %s", "merge lengths while the pad tokens "
+                    log.info("batch padding rule: %s", "merge lengths while the pad tokens "
                                 f"cost under {cost.fixed_s * 1000:.1f} ms at "
                                 f"{cost.per_token_s * 1e6:.2f} us a token (warm-up fit)"
                                 if cost else "same power-of-two length bucket (no clear "
                                 "per-token cost in the warm-up)")
+                advice = queue_bound_advice(
+                    self.policy.max_queue, self.default_deadline_s(), self.policy.workers,
+                    self.policy.max_batch_size,
+                    self.batcher.size_floor(self.policy.max_batch_size))
+                if advice is not None:
+                    log.warning("%s", advice)
                 if self.cascade is not None:
                     await self.batcher.run_in_worker(run_warmup, self.cascade.fast, batches_fast)
             except Exception as exc:  # noqa: BLE001 - report on /readyz instead of dying

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from infertune.serve.batcher import Batcher, BatchOutcome, InputFailed
 from infertune.serve.prometheus_metrics import ServeMetrics
-from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem
+from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem, queue_bound_advice
 from infertune.serve.testing import GatedAdapter
 
 
@@ -119,3 +120,39 @@ def test_closed_queue_refuses_with_503() -> None:
         assert await queue.wait_nonempty() is False
 
     asyncio.run(scenario())
+
+
+def test_a_queue_bound_below_what_the_deadline_admits_is_named_with_the_fix() -> None:
+    # 2 workers x 16 inputs in 20 ms: 1,600 req/s, so 480 answered within a 300 ms deadline
+    advice = queue_bound_advice(64, 0.3, 2, 16, 0.020)
+    assert advice == ("max_queue 64 refuses requests its 300 ms deadline would admit: 2 "
+                      "worker(s) answer up to 480 requests within it at the warm-up's fastest "
+                      "full batch (20.0 ms); set max_queue >= 480 (infertune optimize states a "
+                      "deadline-sized bound)")
+    assert queue_bound_advice(480, 0.3, 2, 16, 0.020) is None
+    assert queue_bound_advice(64, None, 2, 16, 0.020) is None  # no deadline: nothing to admit
+    assert queue_bound_advice(64, 0.3, 2, 16, 0.0) is None  # no measured batch yet
+
+
+def test_serve_warns_at_warm_up_when_its_queue_bound_would_refuse_in_time_requests(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from infertune.config import ServePolicy
+    from infertune.serve.runtime import ServeRuntime
+
+    async def start(policy: ServePolicy) -> list[str]:
+        caplog.clear()
+        runtime = ServeRuntime(GatedAdapter(), policy, clock=time.monotonic, metrics=ServeMetrics())
+        await runtime.start()
+        while not runtime.ready and runtime.warmup_error is None:
+            await asyncio.sleep(0.01)
+        await runtime.stop()
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+    small = ServePolicy(max_batch_size=4, max_wait_ms=0, max_queue=2, timeout_ms=60_000,
+                        cache_size=0)
+    with caplog.at_level("INFO", logger="infertune"):
+        warned = asyncio.run(start(small))
+        assert any(m.startswith("max_queue 2 refuses requests its 60000 ms deadline")
+                   for m in warned)
+        roomy = small.model_copy(update={"max_queue": 10**9})
+        assert not any("max_queue" in m for m in asyncio.run(start(roomy)))
