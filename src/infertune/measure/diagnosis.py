@@ -19,7 +19,7 @@ import numpy as np
 from infertune.measure.coldstart import ColdStart
 from infertune.measure.hotspots import Hotspots
 from infertune.measure.padding import PaddingWaste
-from infertune.measure.stages import STAGES, StageReport
+from infertune.measure.stage_timers import STAGES, StageReport
 from infertune.measure.utilisation import Utilisation
 from infertune.serial import Serial
 

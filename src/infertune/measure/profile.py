@@ -28,7 +28,7 @@ from infertune.measure.curve import (
 from infertune.measure.diagnosis import RoundStat, diagnose
 from infertune.measure.hotspots import Hotspots, profile_ops
 from infertune.measure.padding import PaddingWaste, padding_waste
-from infertune.measure.stages import StageReport, StageSamples, time_requests
+from infertune.measure.stage_timers import StageReport, StageSamples, time_requests
 from infertune.measure.utilisation import SampleFn, Utilisation, UtilisationSampler
 from infertune.models.adapter import Adapter
 from infertune.serial import Serial

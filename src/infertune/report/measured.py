@@ -1,7 +1,7 @@
 """advise --measure MODEL: a quick measurement on this machine that replaces the estimated
 diagnosis with measured figures where it can, and says which is which.
 
-What is measured (measure.stages, batch 1, after a warm-up): the end-to-end latency and the
+What is measured (measure.stage_timers, batch 1, after a warm-up): the end-to-end latency and the
 time of each stage (preprocess, forward, postprocess, overhead) of the typical request and of
 the slow tail. For Hugging Face text models it also builds two variants in a temporary folder
 (``ort_fused`` and ``ort_int8_dynamic_per_channel``, small calibration set; built by
@@ -24,7 +24,7 @@ from infertune.config import Scenario
 from infertune.data import default_heldout
 from infertune.hardware import HardwareInfo, detect
 from infertune.measure.diagnosis import stage_likelihood
-from infertune.measure.stages import StageReport, time_requests
+from infertune.measure.stage_timers import StageReport, time_requests
 from infertune.models import load as load_model
 from infertune.models.adapter import Adapter
 from infertune.optimize.passes.registry import PassFactory, as_registry

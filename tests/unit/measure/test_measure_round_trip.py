@@ -16,7 +16,7 @@ from infertune.measure.diagnosis import RoundStat
 from infertune.measure.hotspots import Hotspot, Hotspots
 from infertune.measure.padding import PaddingWaste
 from infertune.measure.profile import Profile, ProfileSettings
-from infertune.measure.stages import StageReport
+from infertune.measure.stage_timers import StageReport
 from infertune.measure.summary import Estimate, LatencySummary
 from infertune.measure.tail_interval import TailInterval
 from infertune.measure.utilisation import Utilisation

@@ -4,7 +4,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from infertune.measure.stages import STAGES, StageReport, StageSamples, time_requests
+from infertune.measure.stage_timers import STAGES, StageReport, StageSamples, time_requests
 
 
 @dataclass

@@ -17,7 +17,7 @@ import infertune.optimize
 from infertune.config import Scenario, ServePolicy
 from infertune.jsonfile import write_json
 from infertune.measure.profile import Profile
-from infertune.measure.stages import StageReport, StageSamples
+from infertune.measure.stage_timers import StageReport, StageSamples
 from infertune.measure.tail_interval import TailInterval
 from infertune.optimize.findings import BuiltVariant, by_stage
 from infertune.optimize.record import RunRecord
@@ -250,4 +250,4 @@ def test_the_optimize_writers_still_use_the_names_the_report_gives() -> None:
     assert f'/ "{LATENCY_FILE}"' in screen and f'/ "{QUALITY_FILE}"' in screen
     assert f'/ "{LATENCY_FILE}"' in (OPTIMIZE / "stages" / "survivors.py").read_text()
     folder, name = CONFIRMATION.split("/")
-    assert f'"{folder}" / "{name}"' in (OPTIMIZE / "stages" / "served.py").read_text()
+    assert f'"{folder}" / "{name}"' in (OPTIMIZE / "stages" / "confirm_served.py").read_text()

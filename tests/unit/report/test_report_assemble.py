@@ -9,7 +9,7 @@ from typing import cast
 
 from infertune.config import Scenario
 from infertune.measure.profile import Profile
-from infertune.measure.stages import StageReport, StageSamples
+from infertune.measure.stage_timers import StageReport, StageSamples
 from infertune.optimize.findings import by_stage
 from infertune.optimize.record import RunRecord
 from infertune.report.advisor import GENERIC_CPU, advise

@@ -14,7 +14,7 @@ import pytest
 
 from infertune.config import Scenario, ServePolicy
 from infertune.measure.profile import Profile
-from infertune.measure.stages import StageReport, StageSamples
+from infertune.measure.stage_timers import StageReport, StageSamples
 from infertune.measure.summary import Estimate
 from infertune.measure.tail_interval import TailInterval
 from infertune.optimize.findings import by_stage

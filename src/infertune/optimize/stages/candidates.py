@@ -12,7 +12,7 @@ import numpy as np
 from infertune.artifacts import ExtrasFile
 from infertune.errors import IncompatibleInputError
 from infertune.measure.compare import run_interleaved
-from infertune.measure.stages import time_requests
+from infertune.measure.stage_timers import time_requests
 from infertune.models import load
 from infertune.models.adapter import Adapter
 from infertune.optimize.findings import ModelsArtifact
