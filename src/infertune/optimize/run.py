@@ -36,7 +36,7 @@ from infertune.optimize.stages import (
     survivors,
     sweep,
 )
-from infertune.optimize.stages.served import decisive_reserve_s
+from infertune.optimize.stages.confirm_served import decisive_reserve_s
 from infertune.optimize.state import (
     DEFAULT_BUDGET_S,
     QUICK_BUDGET_S,

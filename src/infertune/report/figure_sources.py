@@ -13,7 +13,7 @@ so a reader can open the file and find the samples behind the number.
 
 The names built from RunPaths (artifacts/, the run folder's one list of file names) are
 the ones optimize writes through; the others are spelled where optimize writes
-them (optimize/stages/: screen.py's judge and screen, survivors.py, served.py), and
+them (optimize/stages/: screen.py's judge and screen, survivors.py, confirm_served.py), and
 tests/unit/report/test_provenance_artifacts.py checks that those writers still use them.
 """
 
@@ -29,7 +29,7 @@ PROFILE = _RELATIVE.profile.as_posix()
 SERVING = _RELATIVE.serving.as_posix()
 EXTRAS = _RELATIVE.extras.as_posix()
 RUN_JSON = _RELATIVE.run_json.as_posix()
-CONFIRMATION = "confirm/confirmation.json"  # optimize/stages/served.py writes it
+CONFIRMATION = "confirm/confirmation.json"  # optimize/stages/confirm_served.py writes it
 LATENCY_FILE = "latency.json"  # in a variant's folder: optimize/stages/screen.py, survivors.py
 QUALITY_FILE = "quality.json"  # in a variant's folder: optimize/stages/screen.py judge()
 

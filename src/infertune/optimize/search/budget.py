@@ -41,7 +41,7 @@ class Budget:
     clock: Callable[[], float] = time.monotonic
     started: float = field(default=-1.0)
     # held back from the stages' marks (``until``) for the last stage that needs a known
-    # length: the confirmation's decisive runs (stages/served.py, decisive_reserve_s)
+    # length: the confirmation's decisive runs (stages/confirm_served.py, decisive_reserve_s)
     reserved_s: float = 0.0
 
     def __post_init__(self) -> None:

@@ -23,7 +23,8 @@ the definition report/run_slo.py prints and benchmarks/closed_loop.py checks.
 
 All finalists' servers start at once (start-up is mostly imports, each in its own process) and
 stay up; one is driven at a time while the other idles. Written under <run>/confirm/: each
-finalist's policy file (``--config``) and serve log; stages/served.py adds confirmation.json.
+finalist's policy file (``--config``) and serve log; stages/confirm_served.py adds
+confirmation.json.
 
 The winner's extension (``extend``, an ``ExtensionPlan``): the winner is chosen from the ABBA
 segments, and where its verdict at a rate is still "not shown" its server, still up, is driven

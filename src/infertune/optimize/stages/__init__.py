@@ -13,7 +13,7 @@ of measuring badly.
     screen.py      screen variants: quick timing, stopping early for a clear loser, + quality
     survivors.py   confirm survivors: interleaved against the baseline, in processes of their own
     sweep.py       serving policy: the policy sweep on the finalists, in-process load tests
-    served.py      (within serving policy) the finalists confirmed as served, over HTTP
+    confirm_served.py  (within serving policy) the finalists confirmed as served, over HTTP
     candidates.py  candidate models, and their cascades
     inputs.py      input options: response cache, input trimming, length bucketing
 """

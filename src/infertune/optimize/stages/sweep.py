@@ -1,5 +1,5 @@
 """Stage "serving policy" of ``optimize``: the policy sweep on the finalist variants with its
-in-process load tests (a pre-screen: the confirmation as served, served.py, decides) and
+in-process load tests (a pre-screen: the confirmation as served, confirm_served.py, decides) and
 right-sizing. Writes serving.json; the report reads the RunState."""
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ from infertune.optimize.served.traffic import (
     measure_contention,
     validate_policy,
 )
-from infertune.optimize.stages.served import confirm_as_served, confirm_reserve_s, scenario_rates
+from infertune.optimize.stages.confirm_served import (
+    confirm_as_served,
+    confirm_reserve_s,
+    scenario_rates,
+)
 from infertune.optimize.state import RunState
 from infertune.serve.worker_threads import fit_to_workers
 

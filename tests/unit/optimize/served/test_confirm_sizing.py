@@ -30,7 +30,7 @@ from infertune.optimize.served.confirm_sizing import (
 )
 from infertune.optimize.served.policy_sweep import SimStats, validation_key
 from infertune.optimize.served.traffic import Validation, burst_block_s, record_intervals
-from infertune.optimize.stages.served import (
+from infertune.optimize.stages.confirm_served import (
     NEED_AFTER_CONFIRM_S,
     confirm_need_s,
     confirm_reserve_s,
