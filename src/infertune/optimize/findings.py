@@ -47,6 +47,7 @@ from typing import Any
 from infertune.hardware import HardwareInfo
 from infertune.measure.curve import ServiceCurve
 from infertune.measure.profile import Profile
+from infertune.models.variant import Manifest
 from infertune.optimize.search.costs import BudgetChoice, BudgetEstimate, CostFacts
 from infertune.optimize.search.ordering import SearchPlan
 from infertune.optimize.search.timing import Candidate, Skipped
@@ -55,7 +56,7 @@ from infertune.optimize.served.confirm import Confirmation
 from infertune.optimize.served.input_options import InputOptions
 from infertune.optimize.served.policy_sweep import SweepResult
 from infertune.optimize.served.traffic import Validation
-from infertune.serial import Serial
+from infertune.serial import Serial, decode_fields
 
 SKIP = {"skip": True}
 
@@ -67,8 +68,16 @@ class BuiltVariant(Serial):
     title: str
     skipped: str | None = None  # why the pass did not build
     is_baseline: bool = False
-    manifest: dict[str, Any] = field(default_factory=dict)  # the variant's manifest.json
+    manifest: Manifest | None = None  # the variant's manifest.json (None: it did not build)
     build_s: float | None = None  # measured seconds its pass took (build + check)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BuiltVariant:
+        # a run.json written while the manifest was an untyped dict has {} for a variant that
+        # did not build; a built one's dict is the Manifest's own and reads as one
+        if data.get("manifest") == {}:
+            data = {**data, "manifest": None}
+        return decode_fields(cls, data)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from measured service times; knowledge-base ranges are estimates with their sour
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import infertune.optimize
+from infertune.models.variant import Manifest
 from infertune.optimize.search.choice import Rating, variant_effort, variant_risk
 from infertune.optimize.search.timing import Candidate
 from infertune.optimize.served.input_options import CacheEstimate, TimedOption
@@ -72,7 +72,7 @@ def latency_impact(cand: Candidate, hardware: str, artifact: str) -> Impact:
                                  "single-worker requests/s from p50, "))
 
 
-def variant_option(cand: Candidate, manifest: dict[str, Any], margin: float | None,
+def variant_option(cand: Candidate, manifest: Manifest | None, margin: float | None,
                    hardware: str, floor_text: str, artifact: str) -> Option:
     """``artifact``: where the variant's interleaved A/B was saved (report/figure_sources.py)."""
     return Option(

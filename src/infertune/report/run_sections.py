@@ -245,7 +245,7 @@ def variant_options(run: RunRecord) -> list[Option]:
         if c.best_timing is None or c.dropped:
             continue
         b = run.build.built_variant(c.variant_id)
-        out.append(opt.variant_option(c, b.manifest if b else {}, floor_margin(run, c),
+        out.append(opt.variant_option(c, b.manifest if b else None, floor_margin(run, c),
                                       run.profiling.hardware_label, floor_text,
                                       timing_artifact(run, c.variant_id)))
     return out

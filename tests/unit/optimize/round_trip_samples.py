@@ -140,7 +140,8 @@ def cost_facts() -> CostFacts:
 
 def built_variant(root: Path) -> BuiltVariant:
     return BuiltVariant("int8", root / "variants" / "int8", "ONNX Runtime int8",
-                        manifest={"runtime": "onnxruntime", "precision": "int8"}, build_s=3.5)
+                        manifest=Manifest("int8", "onnxruntime", "int8", "text", "embedding",
+                                          "model.onnx"), build_s=3.5)
 
 
 def load_curve() -> LoadCurve:

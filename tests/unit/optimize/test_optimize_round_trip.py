@@ -3,7 +3,10 @@ to_dict wrote before the one serialisation (Serial) replaced it: round_trip_old_
 captured by running that code on these samples (round_trip_samples.py, root /runs/r), so
 run.json, serving.json and extras.json files written then still load and new ones read the
 same, key for key and in the same order (run.json's v2 holds v1's keys under each finding's
-stage: the values are compared through v1_to_v2)."""
+stage: the values are compared through v1_to_v2). One edit to the capture since: a variant's
+manifest is the typed Manifest, so BuiltVariant's sample manifest is a whole Manifest's dict (as
+a run's builder always wrote it, not the sample's two hand-made keys), and a variant that did not
+build writes null where the old code wrote {} (BuiltVariant.from_dict still reads {})."""
 
 from __future__ import annotations
 

@@ -14,9 +14,16 @@ import pytest
 from infertune.config import Scenario, ServePolicy
 from infertune.errors import ConfigError
 from infertune.measure.tail_interval import TailInterval
-from infertune.optimize.findings import BuiltVariant, LoadCurve, RunFindings, by_stage
+from infertune.models.variant import Manifest, PassRecord
+from infertune.optimize.findings import (
+    BuildArtifact,
+    BuiltVariant,
+    LoadCurve,
+    RunFindings,
+    by_stage,
+)
 from infertune.optimize.record import RunRecord
-from infertune.optimize.search.choice import recommended_candidate
+from infertune.optimize.search.choice import recommended_candidate, variant_effort
 from infertune.optimize.search.timing import Candidate, Skipped, Timing
 from infertune.optimize.served.policy_sweep import (
     SimStats,
@@ -43,6 +50,11 @@ def fake_sim(policy: ServePolicy, rate: float) -> SimStats:
     return SimStats(rate, service, service * 1.5, service * 2.0, shed=0.0, utilisation=0.5)
 
 
+def int8_manifest() -> Manifest:
+    return Manifest("int8", "onnxruntime", "int8", "text", "embedding", "model.onnx",
+                    passes=[PassRecord("quant")])
+
+
 def record(tmp_path: Path) -> RunRecord:
     scenario = Scenario.model_validate({
         "slo": {"p95_ms": 50, "p99_ms": 80},
@@ -60,8 +72,7 @@ def record(tmp_path: Path) -> RunRecord:
         model="m", scenario=scenario, data_source="held.jsonl", quick=True, task="embedding",
         baseline_runtime="torch", quality_count=64, **by_stage(hardware_label="test cpu (2 cores)",
         baseline_variant_id="torch_fp32",
-        built=[BuiltVariant("int8", folder, "ONNX Runtime int8", manifest={
-            "runtime": "onnxruntime", "precision": "int8", "passes": [{"name": "quant"}]})],
+        built=[BuiltVariant("int8", folder, "ONNX Runtime int8", manifest=int8_manifest())],
         candidates=[Candidate("int8", "int8", "pass", 0.995, (0.994, 0.996),
                               proper=timing("int8", 9.0, 30.0))],
         sweep=result,
@@ -176,7 +187,9 @@ def test_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path: Path) -> None:
 
 def test_a_v1_run_json_loads_with_each_finding_under_its_stage(tmp_path: Path) -> None:
     # captured from RunRecord.to_dict as it was written by hand (schema infertune.run/v1, every
-    # finding flat at the top level), on this module's record() with the variant path relative
+    # finding flat at the top level), on this module's record() with the variant path relative;
+    # its variant's manifest is the whole dict Manifest.to_dict writes, as a run's builder wrote
+    # it (the record's hand-made three-key dict no longer fits the typed Manifest)
     old = json.loads((Path(__file__).parent / "run_json_hand_written.json").read_text())
     assert old["schema"] == "infertune.run/v1"
     (tmp_path / "run.json").write_text(json.dumps(old))
@@ -196,6 +209,20 @@ def test_a_v1_run_json_loads_with_each_finding_under_its_stage(tmp_path: Path) -
         # the run's own facts stay at the top level, each finding moves under its stage
         for v2 in (loaded,) if key in resized else (loaded, new):
             assert (v2[stage_of[key]][key] if key in stage_of else v2[key]) == value, key
+
+
+def test_a_variant_manifest_written_as_a_dict_reads_as_the_typed_manifest() -> None:
+    # a run.json from before BuiltVariant.manifest was typed: a built variant's manifest is
+    # Manifest.to_dict's, and a variant that did not build has {}
+    built = BuildArtifact.from_dict({"built": [
+        {"variant_id": "int8", "path": "variants/int8", "title": "int8",
+         "manifest": int8_manifest().to_dict()},
+        {"variant_id": "bf16", "path": None, "title": "bf16", "skipped": "no bf16",
+         "manifest": {}}]}).built
+    assert built[0].manifest == int8_manifest()
+    assert built[1].manifest is None
+    assert variant_effort(built[0].manifest).level == "medium"  # an int8 model to ship
+    assert variant_effort(built[1].manifest).level == "low"
 
 
 @pytest.mark.parametrize(("schema", "says"), [

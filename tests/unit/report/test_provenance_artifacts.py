@@ -19,6 +19,7 @@ from infertune.jsonfile import write_json
 from infertune.measure.profile import Profile
 from infertune.measure.stage_timers import StageReport, StageSamples
 from infertune.measure.tail_interval import TailInterval
+from infertune.models.variant import Manifest, PassRecord
 from infertune.optimize.findings import BuiltVariant, by_stage
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.timing import Candidate, Timing
@@ -157,8 +158,9 @@ def full_run(root: Path) -> RunRecord:
         baseline_variant_id="torch_fp32", profile=stage_profile(),
         # the folder the pass wrote: its name, not the variant id, is where its files are
         built=[BuiltVariant("int8", root / "variants" / "ort_int8", "ONNX Runtime int8",
-                            manifest={"runtime": "onnxruntime", "precision": "int8",
-                                      "passes": [{"name": "quant"}]})],
+                            manifest=Manifest("int8", "onnxruntime", "int8", "text",
+                                              "embedding", "model.onnx",
+                                              passes=[PassRecord("quant")]))],
         candidates=[Candidate("int8", "int8", "pass", 0.995, (0.994, 0.996),
                               quick=timing("int8", "quick", 10.0, 30.0),
                               proper=timing("int8", "proper", 9.0, 30.0))],

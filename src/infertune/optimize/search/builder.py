@@ -235,14 +235,13 @@ def _sources(reg: Registry) -> Callable[[str], list[str]]:
 def _built(result: VariantResult, baseline_pass: str = BASELINE_PASS) -> BuiltVariant:
     manifest = result.manifest
     if manifest is None:
-        variant_id, title, data = result.pass_name, result.pass_name, {}
+        variant_id, title = result.pass_name, result.pass_name
     else:
-        variant_id, title, data = (manifest.id or result.pass_name, _title(manifest),
-                                   manifest.to_dict())
+        variant_id, title = manifest.id or result.pass_name, _title(manifest)
     return BuiltVariant(variant_id=variant_id,
                         path=Path(result.path) if result.path else None, title=title,
                         skipped=None if result.built else (result.reason or "skipped"),
-                        is_baseline=result.pass_name == baseline_pass, manifest=data,
+                        is_baseline=result.pass_name == baseline_pass, manifest=manifest,
                         build_s=result.seconds)
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from infertune.measure.summary import percentile_key
 from infertune.models.adapter import Adapter
+from infertune.models.variant import Manifest
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.ranking import (
     Level,
@@ -38,10 +38,11 @@ class Rating:
     reason: str
 
 
-def variant_effort(manifest: dict[str, Any]) -> Rating:
-    passes = [p.get("name", "") for p in manifest.get("passes", [])]
-    runtime = manifest.get("runtime", "")
-    precision = str(manifest.get("precision", ""))
+def variant_effort(manifest: Manifest | None) -> Rating:
+    """What serving the variant takes, from its manifest (None: nothing known of it)."""
+    passes = [p.name for p in manifest.passes] if manifest is not None else []
+    runtime = manifest.runtime if manifest is not None else ""
+    precision = manifest.precision if manifest is not None else ""
     engine = "OpenVINO" if runtime == "openvino" else "ONNX Runtime"
     if "int8" in precision or any("int8" in p or "quant" in p for p in passes):
         return Rating("medium", f"a new runtime ({engine}) and a quantized model file to "
@@ -55,10 +56,11 @@ def variant_effort(manifest: dict[str, Any]) -> Rating:
     return Rating("low", "a runtime setting on the existing PyTorch stack")
 
 
-def variant_risk(cand: Candidate, margin: float | None, manifest: dict[str, Any]) -> Rating:
+def variant_risk(cand: Candidate, margin: float | None, manifest: Manifest | None) -> Rating:
     """Risk from the quality margin over the floor and its CI, and numeric divergence."""
-    agreement = manifest.get("agreement") or {}
-    diverge = agreement.get("max_abs_diff")
+    agreement = manifest.agreement if manifest is not None else None
+    diverge = agreement.max_abs_diff if agreement is not None else None
+    precision = manifest.precision if manifest is not None else ""
     if cand.quality_verdict != "pass":
         return Rating("high", f"quality verdict {cand.quality_verdict} against the floor")
     lo = cand.quality_ci[0] if cand.quality_ci else None
@@ -67,7 +69,7 @@ def variant_risk(cand: Candidate, margin: float | None, manifest: dict[str, Any]
             if lo is not None else "quality passes the floor")
     if diverge is not None:
         text += f"; max abs output difference {diverge:.3g} on the build-time check"
-    if thin or "int8" in str(manifest.get("precision", "")):
+    if thin or "int8" in precision:
         return Rating("medium", text + "; a quantized model can drift on inputs unlike the "
                       "held-out set, so keep watching quality after rollout")
     return Rating("low", text)
@@ -127,9 +129,9 @@ def ranked_variants(run: RunRecord, inside: bool | None) -> list[Ranked[Candidat
     key = objective_key(inside, run.scenario.slo.targets())
     common = common_baseline_ms(alive, key)
 
-    def manifest(c: Candidate) -> dict[str, Any]:
+    def manifest(c: Candidate) -> Manifest | None:
         built = run.build.built_variant(c.variant_id)
-        return built.manifest if built is not None else {}
+        return built.manifest if built is not None else None
 
     return rank(alive, impact=lambda c: variant_impact(c, key, common),
                 effort=lambda c: variant_effort(manifest(c)).level,

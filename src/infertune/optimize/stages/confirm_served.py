@@ -10,6 +10,7 @@ from typing import Any
 
 from infertune.config import Scenario
 from infertune.jsonfile import write_json
+from infertune.models.variant import Manifest
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.budget import Budget, Progress
 from infertune.optimize.search.choice import floor_margin, variant_risk
@@ -213,6 +214,6 @@ def served_finalists(state: RunState, sweeps: Sequence[SweepResult]) -> list[Fin
     return out
 
 
-def _manifest(state: RunState, variant_id: str) -> dict[str, Any]:
+def _manifest(state: RunState, variant_id: str) -> Manifest | None:
     built = state.build.built_variant(variant_id)
-    return built.manifest if built is not None else {}
+    return built.manifest if built is not None else None
