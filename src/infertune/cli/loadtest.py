@@ -8,12 +8,13 @@ nothing.
 goodput under ``--slo ttft_p95_ms=500,itl_p95_ms=50``, and ``--sweep`` for the highest rate that
 meets those SLOs (cli/loadtest_stream.py).
 
+The command only groups its flags into ``LoadtestArgs`` and hands them to ``run_loadtest``.
 The JSON API's run builds ``api.LoadtestOptions`` and sends through ``api.load_target``, the
 target ``api.loadtest`` sends to; this module adds the progress bar and the printed summary."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -117,27 +118,77 @@ def loadtest(target: TargetRef = None, shape: Shape = "poisson", rate: Rate = 10
              prompt_lengths: PromptLengths = None) -> None:
     """Open-loop load test at a production traffic shape (latency from intended send)."""
 
-    spec = _spec(shape, rate, duration, seed, burstiness=burstiness, peak_rate=peak_rate,
-                 burst_s=burst_s, gap_s=gap_s, trace=trace, trace_scale=trace_scale)
-    schedule = build_schedule(spec)
-    sending = RunOptions(max_in_flight=max_in_flight, seed=seed, spin_s=spin_ms / 1000)
-    if schedule_only:
-        _print_schedule(spec, schedule.stats(), json_out)
+    run_loadtest(LoadtestArgs(
+        target=target,
+        schedule=_spec(shape, rate, duration, seed, burstiness=burstiness, peak_rate=peak_rate,
+                       burst_s=burst_s, gap_s=gap_s, trace=trace, trace_scale=trace_scale),
+        bodies=body_file, max_in_flight=max_in_flight, timeout_s=timeout_s, spin_ms=spin_ms,
+        batcher=BatcherKnobs(max_batch_size, max_wait_ms, workers, max_queue),
+        stream=StreamArgs(api, slo, prompts, prompt_tokens, output_tokens, model_name,
+                          tokenizer, timeout_s, sweep, sweep_steps, prefix_tokens,
+                          prefix_share, turns, prompt_lengths),
+        schedule_only=schedule_only, json_out=json_out))
+
+
+@dataclass(frozen=True)
+class BatcherKnobs:
+    """The in-process batcher's flags, made a ServePolicy only when a model is run in-process
+    (a URL's server has its own batcher, so bad knobs there are never an error)."""
+
+    max_batch_size: int
+    max_wait_ms: float
+    workers: int
+    max_queue: int
+
+    def policy(self) -> ServePolicy:
+        """The knobs as a ServePolicy; a bad one names its flag."""
+        try:
+            return ServePolicy(max_batch_size=self.max_batch_size, max_wait_ms=self.max_wait_ms,
+                               workers=self.workers, max_queue=self.max_queue)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise ConfigError(f"--{str(err['loc'][0]).replace('_', '-')} = {err['input']!r}: "
+                              f"{err['msg']}") from exc
+
+
+@dataclass(frozen=True)
+class LoadtestArgs:
+    """One ``infertune loadtest`` call's flags, grouped by what uses them. Only the schedule
+    is checked when this is built; run_loadtest checks the rest as it reaches them, so
+    ``--schedule-only`` never fails on a flag it does not use."""
+
+    target: str | None
+    schedule: ScheduleSpec
+    bodies: Path | None
+    max_in_flight: int | None
+    timeout_s: float
+    spin_ms: float
+    batcher: BatcherKnobs
+    stream: StreamArgs
+    schedule_only: bool
+    json_out: Path | None
+
+
+def run_loadtest(args: LoadtestArgs) -> None:
+    """Print the schedule's statistics (``schedule_only``), or send it: streamed to an LLM
+    server (cli/loadtest_stream.py) or to the JSON API's target (``run``)."""
+
+    schedule = build_schedule(args.schedule)
+    sending = RunOptions(max_in_flight=args.max_in_flight, seed=args.schedule.seed,
+                         spin_s=args.spin_ms / 1000)
+    if args.schedule_only:
+        _print_schedule(args.schedule, schedule.stats(), args.json_out)
         return
-    if not target:
+    if not args.target:
         raise ConfigError("loadtest needs a TARGET: an http(s) URL or a model reference "
                           "(or pass --schedule-only)")
-    options = LoadtestOptions(target, spec, body_file, None, max_in_flight, timeout_s, spin_ms)
-    if api != "json" or slo is not None or sweep:
-        run_streaming(target, spec, StreamArgs(
-            api, slo, prompts, prompt_tokens, output_tokens, model_name, tokenizer, timeout_s,
-            sweep, sweep_steps, prefix_tokens, prefix_share, turns, prompt_lengths),
-            sending, json_out)
+    if args.stream.requested:
+        run_streaming(args.target, args.schedule, args.stream, sending, args.json_out)
         return
-    batcher = None if _is_url(target) else _batcher(
-        max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, workers=workers,
-        max_queue=max_queue)  # a URL's server has its own
-    run(schedule, replace(options, policy=batcher), sending, json_out)
+    policy = None if _is_url(args.target) else args.batcher.policy()
+    options = LoadtestOptions(args.target, args.schedule, args.bodies, policy,
+                              args.max_in_flight, args.timeout_s, args.spin_ms)
+    run(schedule, options, sending, args.json_out)
 
 
 def register(app: typer.Typer) -> None:
@@ -153,17 +204,6 @@ def _spec(shape: str, rate: float, duration: str | None, seed: int,
 
 def _is_url(ref: str) -> bool:
     return ref.startswith(("http://", "https://"))
-
-
-def _batcher(**knobs: Any) -> ServePolicy | None:
-    """The in-process batcher's knobs as a ServePolicy; a bad one names its flag."""
-
-    try:
-        return ServePolicy(**knobs)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(f"--{str(err['loc'][0]).replace('_', '-')} = {err['input']!r}: "
-                          f"{err['msg']}") from exc
 
 
 def run(schedule: Schedule, options: LoadtestOptions, sending: RunOptions,

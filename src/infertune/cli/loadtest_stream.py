@@ -53,7 +53,15 @@ class StreamArgs:
         """A shaped prompt mix (loadgen/workloads.py) rather than plain synthetic prompts."""
         return bool(self.prefix_tokens or self.turns > 1 or self.prompt_lengths)
 
-    def __post_init__(self) -> None:
+    @property
+    def requested(self) -> bool:
+        """Whether the call streams: a streaming --api, or --slo or --sweep (which only a
+        streaming API can meet, so check() then names the --api to pass)."""
+        return self.api != "json" or self.slo is not None or self.sweep
+
+    def check(self) -> None:
+        """Raise ConfigError naming the flag to change. Not done when built: every loadtest
+        call builds these, and the JSON API's calls never use them."""
         if self.api not in ("openai-chat", "openai-completions"):
             need = ("--slo and --sweep need" if self.api == "json" else
                     f"--api {self.api!r} is not known;")
@@ -107,6 +115,7 @@ def run_streaming(url: str, spec: ScheduleSpec, args: StreamArgs, options: RunOp
     """One open-loop run at ``spec.rate``, or (``args.sweep``) the sweep for the highest rate
     meeting the SLOs; printed, and written to ``json_out`` when given."""
 
+    args.check()
     slos = parse_slos(args.slo) if args.slo else []
     target = _stream_target(url, args)
     last: list[Any] = []  # the latest run's per-request records
