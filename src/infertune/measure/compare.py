@@ -223,6 +223,44 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
     if not requests:
         raise ValueError("no requests to compare on")
     rng = np.random.default_rng(seed)
+    block_size = _warm_up(call_a, call_b, requests, warmup, clock,
+                          block_size=block_size, target_block_s=target_block_s)
+    trials = _Trials({"A": call_a, "B": call_b}, requests, block_size,
+                     block_size // 4 if block_warmup is None else block_warmup, clock,
+                     before_block, self_timed)
+    start = clock()
+    stopped = "budget"
+    next_look = max(min_trials, MIN_BLOCK_TRIALS)
+    while True:
+        trials.run(["A", "B"] if rng.random() < 0.5 else ["B", "A"])
+        elapsed = clock() - start
+        if on_trial is not None:
+            on_trial(trials.count, elapsed)
+        if trials.count >= next_look and len(trials.samples["A"]) >= MIN_SAMPLES:
+            next_look = 2 * trials.count
+            if trials.stats(seed, threshold).conclusive:
+                stopped = "conclusive"
+                break
+        if elapsed >= budget_s and trials.count >= 2:
+            break
+    stats = trials.stats(seed, threshold)
+    if trials.count < MIN_BLOCK_TRIALS or len(trials.samples["A"]) < MIN_SAMPLES:
+        stats = inconclusive(stats)
+        stopped = (f"budget (only {trials.count} trials, {len(trials.samples['A'])} samples a "
+                   f"side; a verdict needs {MIN_BLOCK_TRIALS} trials and {MIN_SAMPLES} samples)")
+    return ComparisonResult(
+        a=names[0], b=names[1], stats=stats,
+        a_summary=LatencySummary.from_values(trials.samples["A"], rng_seed=seed),
+        b_summary=LatencySummary.from_values(trials.samples["B"], rng_seed=seed),
+        trials=trials.count, block_size=block_size, seconds=clock() - start,
+        budget_s=budget_s, stopped=stopped, order=trials.order, block_warmup=trials.warm_calls)
+
+
+def _warm_up(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]], warmup: int,
+             clock: Callable[[], float], *, block_size: int, target_block_s: float) -> int:
+    """Call each side ``warmup`` times, untimed; return the block size: ``block_size``, or
+    fewer requests where a block would take longer than ``target_block_s`` at the warm-up's
+    pace."""
     warm_start = clock()
     for i in range(warmup):
         call_a(requests[i % len(requests)])
@@ -231,54 +269,52 @@ def run_interleaved(call_a: Call, call_b: Call, requests: Sequence[Sequence[Any]
         per_call = (clock() - warm_start) / (2 * warmup)
         if per_call > 0:
             block_size = max(1, min(block_size, int(target_block_s / per_call)))
-    warm_calls = block_size // 4 if block_warmup is None else block_warmup
-    samples: dict[str, list[float]] = {"A": [], "B": []}
-    calls = {"A": call_a, "B": call_b}
-    order: list[str] = []
-    start = clock()
-    trial = 0
-    stopped = "budget"
-    next_look = max(min_trials, MIN_BLOCK_TRIALS)
-    while True:
-        sides = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
-        order.append("".join(sides))
+    return block_size
+
+
+@dataclass
+class _Trials:
+    """The trials of one comparison run so far: each side's samples in ms, and the block
+    order actually run. Trial ``k``'s blocks send requests from position ``k * block_size``,
+    the same ones to both sides."""
+
+    calls: dict[str, Call]
+    requests: Sequence[Sequence[Any]]
+    block_size: int
+    warm_calls: int  # untimed calls at the start of each block
+    clock: Callable[[], float]
+    before_block: Callable[[str], None] | None
+    self_timed: bool
+    samples: dict[str, list[float]] = field(default_factory=lambda: {"A": [], "B": []})
+    order: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def run(self, sides: list[str]) -> None:
+        """One trial: a block of each side, in the order of ``sides``."""
+        self.order.append("".join(sides))
         with steady_gc():  # full collections fall between trials, untimed
             for side in sides:
-                if before_block is not None:
-                    before_block(side)
-                for j in range(warm_calls):
-                    calls[side](requests[(trial * block_size + j) % len(requests)])
-                for j in range(block_size):
-                    req = requests[(trial * block_size + j) % len(requests)]
-                    t0 = clock()
-                    took = calls[side](req)
-                    samples[side].append(
-                        (float(took) if self_timed else clock() - t0) * 1000.0)
-        trial += 1
-        elapsed = clock() - start
-        if on_trial is not None:
-            on_trial(trial, elapsed)
-        if trial >= next_look and len(samples["A"]) >= MIN_SAMPLES:
-            next_look = 2 * trial
-            stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
-                                    block_size=block_size, confidence=RUNNER_CONFIDENCE)
-            if stats.conclusive:
-                stopped = "conclusive"
-                break
-        if elapsed >= budget_s and trial >= 2:
-            break
-    stats = compare_samples(samples["A"], samples["B"], seed=seed, threshold=threshold,
-                            block_size=block_size, confidence=RUNNER_CONFIDENCE)
-    if trial < MIN_BLOCK_TRIALS or len(samples["A"]) < MIN_SAMPLES:
-        stats = inconclusive(stats)
-        stopped = (f"budget (only {trial} trials, {len(samples['A'])} samples a side; "
-                   f"a verdict needs {MIN_BLOCK_TRIALS} trials and {MIN_SAMPLES} samples)")
-    return ComparisonResult(
-        a=names[0], b=names[1], stats=stats,
-        a_summary=LatencySummary.from_values(samples["A"], rng_seed=seed),
-        b_summary=LatencySummary.from_values(samples["B"], rng_seed=seed), trials=trial,
-        block_size=block_size, seconds=clock() - start, budget_s=budget_s, stopped=stopped,
-        order=order, block_warmup=warm_calls)
+                self._block(side)
+        self.count += 1
+
+    def _block(self, side: str) -> None:
+        if self.before_block is not None:
+            self.before_block(side)
+        first = self.count * self.block_size
+        call = self.calls[side]
+        for j in range(self.warm_calls):
+            call(self.requests[(first + j) % len(self.requests)])
+        for j in range(self.block_size):
+            req = self.requests[(first + j) % len(self.requests)]
+            t0 = self.clock()
+            took = call(req)
+            self.samples[side].append(
+                (float(took) if self.self_timed else self.clock() - t0) * 1000.0)
+
+    def stats(self, seed: int, threshold: float) -> ComparisonStats:
+        return compare_samples(self.samples["A"], self.samples["B"], seed=seed,
+                               threshold=threshold, block_size=self.block_size,
+                               confidence=RUNNER_CONFIDENCE)
 
 
 def inconclusive(stats: ComparisonStats) -> ComparisonStats:
