@@ -408,29 +408,13 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
     the winner, extend it where ``extend`` pays for a decision (module docstring), stop them
     all. A server that does not come up is recorded with the reason and left out.
     ValueError when ``bodies`` holds fewer than VISITS_PER_ARM schedules' worth at a rate."""
-    for label, _, sched in rates:
-        if len(bodies.get(label, [])) < VISITS_PER_ARM * len(sched):
-            raise ValueError(f"confirm: {len(bodies.get(label, []))} bodies at {label}; each "
-                             f"arm visits a rate {VISITS_PER_ARM} times and must not send a "
-                             f"text twice, so pass {VISITS_PER_ARM} x {len(sched)}")
+    _check_bodies(rates, bodies)
     procs = [launch(f, workdir) for f in finalists]
     arms = [ServedArm(f.variant_id, f.policy_id, None, None) for f in finalists]
     conf = Confirmation([], [], rates[0][2].duration_s if rates else 0.0, os.getpid(),
                         seconds_at={label: sched.duration_s for label, _, sched in rates})
     try:
-        for proc in procs:
-            proc.start()
-        deadline = time.monotonic() + start_timeout_s
-        for proc, arm in zip(procs, arms, strict=True):
-            arm.pid = proc.pid
-            try:
-                config = proc.wait_ready(max(1.0, deadline - time.monotonic()))
-                arm.effective_policy = dict(config.policy)
-            # ValueError: /v1/config not JSON, or pydantic's ValidationError (a ValueError)
-            except (ServeStartError, ValueError) as exc:
-                arm.error = str(exc)
-                conf.notes.append(f"{arm.key}: not confirmed as served: {exc}")
-                proc.stop()
+        _start_all(procs, arms, start_timeout_s, conf.notes)
         live = [i for i, a in enumerate(arms) if a.error is None]
         labels = [(label, rate) for label, rate, _ in rates]
         by_label = {label: sched for label, _, sched in rates}
@@ -479,6 +463,33 @@ def confirm(finalists: Sequence[Finalist], rates: Sequence[Rate],
         for proc in procs:
             proc.stop()
     return conf
+
+
+def _check_bodies(rates: Sequence[Rate], bodies: dict[str, list[dict[str, Any]]]) -> None:
+    for label, _, sched in rates:
+        if len(bodies.get(label, [])) < VISITS_PER_ARM * len(sched):
+            raise ValueError(f"confirm: {len(bodies.get(label, []))} bodies at {label}; each "
+                             f"arm visits a rate {VISITS_PER_ARM} times and must not send a "
+                             f"text twice, so pass {VISITS_PER_ARM} x {len(sched)}")
+
+
+def _start_all(procs: Sequence[ServedProcess], arms: Sequence[ServedArm],
+               start_timeout_s: float, notes: list[str]) -> None:
+    """Start every finalist's server at once and wait for each within ``start_timeout_s`` of
+    the start; one that does not come up is stopped, its arm given the reason (and a note)."""
+    for proc in procs:
+        proc.start()
+    deadline = time.monotonic() + start_timeout_s
+    for proc, arm in zip(procs, arms, strict=True):
+        arm.pid = proc.pid
+        try:
+            config = proc.wait_ready(max(1.0, deadline - time.monotonic()))
+            arm.effective_policy = dict(config.policy)
+        # ValueError: /v1/config not JSON, or pydantic's ValidationError (a ValueError)
+        except (ServeStartError, ValueError) as exc:
+            arm.error = str(exc)
+            notes.append(f"{arm.key}: not confirmed as served: {exc}")
+            proc.stop()
 
 
 def extend_winner(arm: ServedArm, segments: Mapping[str, list[Segment]],
