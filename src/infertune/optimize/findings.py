@@ -12,15 +12,17 @@ read every stage's findings, and search/ may not import stages/ (docs/layout.md)
 wants "what does the sweep save" finds all of them, and the cut between them, on one screen,
 without importing the stages' measuring code (onnxruntime, the load generator).
 
-Which stage writes which artifact (the cut follows who writes a field today):
+Which stage returns which artifact (each stage's ``run(ctx)`` in stages/; run.py stores it):
 
-    log        every stage: notes, what was skipped, seconds per stage, and the budget's
-               bookkeeping (the cost facts setup/profile/build measure, --budget auto's choice,
-               the estimate of a complete search)
-    profiling  setup + profile baseline: the machine and the baseline profile (each has its own
-               file, hardware.json and profile.json, so run.json skips them)
-    build      build variants: every variant built or skipped, the baseline's id, the plan
-    screen     screen variants + confirm survivors: the ranked candidates
+    log        not returned: the one record every stage adds to (the RunState's): notes, what
+               was skipped, seconds per stage, and the budget's bookkeeping (the cost facts
+               setup/profile/build measure, --budget auto's choice, the estimate of a complete
+               search)
+    profiling  setup (the machine), completed by profile baseline (the baseline profile); each
+               has its own file, hardware.json and profile.json, so run.json skips them
+    build      build variants: every variant built or skipped (with its typed manifest), the
+               baseline's id, the plan
+    screen     screen variants, refined by confirm survivors: the ranked candidates
     sweep      serving policy: the finalists' sweeps, validations, curves, right-sizing
     confirm    serving policy, as served: the finalists confirmed over HTTP
     models     candidate models: each --candidate timed and judged, and their cascades

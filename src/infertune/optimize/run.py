@@ -1,23 +1,26 @@
-"""``optimize(...)``: the run's stages in order. A stage converted to the artifact contract
-is ``run(ctx) -> <Stage>Artifact`` (findings.py): it reads the live run and the earlier stages'
-artifacts through its StageContext (state.py) and returns its own, which this module stores;
-the others still take (RunState, Budget, Progress) and fill in their stage's artifact on the
-state. At the end the RunRecord (record.py), the stages' artifacts, is saved as run.json.
-The report is built afterwards from those files by report/run_report.py; this package knows
-nothing of report/.
+"""``optimize(...)``: the run's stages in order. A stage is ``run(ctx) -> <Stage>Artifact``
+(findings.py): it reads the live run and the earlier stages' artifacts through its StageContext
+(state.py) and returns its own, which this module stores on the RunState; every stage adds its
+notes, skips and cost facts to the run's log. At the end the RunRecord (record.py), the stages'
+artifacts, is saved as run.json. The report is built afterwards from those files by
+report/run_report.py; this package knows nothing of report/.
 
 Stages (each one checks the budget before it starts; see search/budget.py), one module each
-in stages/ (its __init__ lists them):
-    setup -> [size budget, with --budget auto] -> profile baseline -> reference outputs ->
-    build variants (by expected gain per second) -> screen (quick timing, stopping early for
-    a clear loser, + quality) -> confirm survivors (interleaved) -> serving sweep + validation
-    -> candidates / cascade -> input options
+in stages/ (its __init__ lists them), with the artifact each returns:
+    setup (profiling: the machine) -> [size budget, with --budget auto] -> profile baseline
+    (profiling: + the profile) -> reference outputs -> build variants (build, by expected gain
+    per second) -> screen (screen: quick timing, stopping early for a clear loser, + quality)
+    -> confirm survivors (screen, refined: interleaved) -> serving sweep + validation +
+    confirmation as served (sweep and confirm) -> candidates / cascade (models) -> input
+    options (inputs)
+"size budget" and "reference outputs" return none: they fill in the budget and the live run
+(reference outputs, baseline timings), not findings.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -52,9 +55,51 @@ __all__ = ["DEFAULT_BUDGET_S", "QUICK_BUDGET_S", "OptimizeOptions", "RunPaths", 
 Step = Callable[[StageContext], None]
 
 
-def _legacy(step: Callable[[RunState, Budget, Progress], None]) -> Step:
-    """A stage that still fills in its artifact on the state (not yet ``run(ctx)``)."""
-    return lambda ctx: step(ctx.state, ctx.budget, ctx.progress)
+def stages(builder: Builder | None = None) -> list[tuple[str, Step]]:
+    """The stages in order, by name; each step stores the artifact its stage returns on the
+    run's state (and nowhere else)."""
+
+    def setup_run(c: StageContext) -> None:
+        c.state.profiling = setup.run(c)
+
+    def size_budget(c: StageContext) -> None:
+        # no artifact: it resizes the budget, and the log keeps the choice and why
+        sizing.size_budget(c.state, c.budget, c.progress)
+
+    def profile_baseline(c: StageContext) -> None:
+        c.state.profiling = profile.run(c)  # setup's, with the profile
+
+    def build_variants(c: StageContext) -> None:
+        c.state.build = build.run(c, builder)
+
+    def screen_variants(c: StageContext) -> None:
+        c.state.screen = screen.run(c)
+
+    def confirm_survivors(c: StageContext) -> None:
+        c.state.screen = survivors.run(c)  # the screen's candidates, refined
+
+    def serving_policy(c: StageContext) -> None:
+        found = sweep.run(c)
+        c.state.sweep, c.state.confirm = found.sweep, found.confirm
+
+    def candidate_models(c: StageContext) -> None:
+        c.state.models = candidates.run(c)
+
+    def input_options(c: StageContext) -> None:
+        c.state.inputs = inputs.run(c)
+
+    return [
+        ("setup", setup_run),
+        ("size budget", size_budget),
+        ("profile baseline", profile_baseline),
+        ("reference outputs", profile.reference_outputs),  # live handles only: no artifact
+        ("build variants", build_variants),
+        ("screen variants", screen_variants),
+        ("confirm survivors", confirm_survivors),
+        ("serving policy", serving_policy),
+        ("candidate models", candidate_models),
+        ("input options", input_options),
+    ]
 
 
 def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
@@ -75,33 +120,7 @@ def optimize(options: OptimizeOptions, *, progress: Progress | None = None,
     budget.reserved_s = reserve(budget.total_s)
 
     ctx = StageContext(state, budget, progress)
-
-    def build_variants(s: RunState, b: Budget, p: Progress) -> None:
-        build.build(s, b, p, builder)
-
-    # the stages that return their artifact: each one's is stored here, nowhere else
-    def screen_variants(c: StageContext) -> None:
-        state.screen = screen.run(c)
-
-    def candidate_models(c: StageContext) -> None:
-        state.models = candidates.run(c)
-
-    def input_options(c: StageContext) -> None:
-        state.inputs = inputs.run(c)
-
-    order: Sequence[tuple[str, Step]] = [
-        ("setup", _legacy(setup.setup)),
-        ("size budget", _legacy(sizing.size_budget)),
-        ("profile baseline", _legacy(profile.profile_baseline)),
-        ("reference outputs", _legacy(profile.reference_outputs)),
-        ("build variants", _legacy(build_variants)),
-        ("screen variants", screen_variants),
-        ("confirm survivors", _legacy(survivors.confirm)),
-        ("serving policy", _legacy(sweep.serving)),
-        ("candidate models", candidate_models),
-        ("input options", input_options),
-    ]
-    for name, step in order:
+    for name, step in stages(builder):
         if name == "size budget" and not options.budget_auto:
             continue
         progress.stage(name, f"{budget.left():.0f} s left")

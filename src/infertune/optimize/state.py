@@ -1,4 +1,8 @@
-"""The run directory (DESIGN.md) and the typed state every optimize stage reads and writes.
+"""The run directory (DESIGN.md), the live state of a run (RunState) and what a stage is handed
+(StageContext). A stage reads the RunState and returns its findings as its artifact
+(findings.py), which run.py stores on the state; it writes to the state only the live handles
+(held-out inputs, reference outputs, timing requests, baseline samples, adapters, contention)
+and the run's log.
 
     runs/<name>/
       scenario.yaml          what the user told us (and what we detected, under `detected`)
@@ -7,7 +11,7 @@
       variants/<id>/         manifest.json (+ model files), latency.json, quality.json
       serving.json           the policy sweep, validations, batching effects
       extras.json            inputs/caching options, candidates and cascades, right-sizing
-      run.json               stage seconds, what was skipped, the candidates, input options
+      run.json               every stage's artifact (findings.py), schema infertune.run/v2
       report.json            schema infertune.report/v1 (+ "serving": {"policy": ...})
       report.md, report.html, plots/
 
@@ -114,10 +118,10 @@ class VariantAdapters(MutableMapping[str, Adapter]):
 
 @dataclass
 class RunState(RunFindings):
-    """The live run: its findings (RunFindings, one artifact per stage, findings.py)
-    and what only the running process holds: the options, the adapters, the held-out inputs and
-    reference outputs, the timing requests. The run's artifacts (profile.json, variants/*,
-    serving.json, extras.json, run.json) are written from it."""
+    """The live run: its findings (RunFindings, one artifact per stage, findings.py, each
+    stored by run.py from what its stage returned) and what only the running process holds:
+    the options, the adapters, the held-out inputs and reference outputs, the timing requests.
+    run.json is written from it when the stages are done."""
 
     options: OptimizeOptions
     paths: RunPaths

@@ -13,13 +13,14 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from infertune.hardware import HardwareInfo
 from infertune.models.variant import Manifest
-from infertune.optimize.findings import BuiltVariant
+from infertune.optimize.findings import BuildArtifact, BuiltVariant
 from infertune.optimize.passes import REGISTRY, build_variants
 from infertune.optimize.passes._onnx import int8_schemes
 from infertune.optimize.passes._tensor import onnx_file
@@ -33,7 +34,7 @@ from infertune.optimize.search.ordering import PlannedPass, SearchPlan, int8_pat
 from infertune.optimize.search.screening import BATCHED_PRIORS_FROM, scenario_batches
 from infertune.optimize.state import RunState
 
-Builder = Callable[[RunState, float, Progress], list[BuiltVariant]]
+Builder = Callable[[RunState, float, Progress], BuildArtifact]
 
 BASELINE_PASS = "torch_fp32"
 # An .onnx baseline's own copy (ort_fp32 copies the file) stands for the baseline instead.
@@ -101,27 +102,60 @@ def on_this_device(names: list[str], reg: Mapping[str, PassFactory] | None,
 
 
 def default_builder(state: RunState, budget_s: float, progress: Progress,
-                    passes: Mapping[str, PassFactory] | None = None) -> list[BuiltVariant]:
+                    passes: Mapping[str, PassFactory] | None = None) -> BuildArtifact:
     """Build the baseline's own variant and the ONNX export first (every ONNX pass derives
     from the export, and its measured time scales the cost of the rest), then the other passes
     in the order of their expected gain per second (ordering.py), each only while the build
     share of the budget still covers its estimated cost. ``passes``: the registry (default:
-    every registered pass); its facts decide the plan, the priors and the costs."""
+    every registered pass); its facts decide the plan, the priors and the costs. Returns every
+    variant tried and the order followed (the build stage adds the baseline's id)."""
+    quick = state.options.quick
+    hw = state.profiling.hardware
+    assert hw is not None  # detected by the setup stage, which runs first
+    reg = as_registry(passes)
+    kind = state.baseline.info.kind
+    names, left = plan_passes(quick, budget_s, kind == "tensor", reg, hw)
+    _note_unplanned(state, reg, kind, hw)
+    deadline = time.monotonic() + budget_s
+    # traffic that forms full batches orders the passes by their batch-16 figures where known
+    batched = max(scenario_batches(state.options.scenario, hw.effective_cores,
+                                   quick)) >= BATCHED_PRIORS_FROM
+    job = _Building(state, _pass_context(state, hw, budget_s), reg, progress,
+                    onnx_baseline=onnx_file(state.baseline) is not None)
+    first = [n for n in (BASELINE_PASS, ONNX_BASELINE_PASS) if n in names]
+    for name in first:
+        job.run(name)
+    facts = job.facts()
+    for name in left:
+        state.skip(f"variant {name}", f"not built: --quick, or only {budget_s:.0f} s of the "
+                   "budget was left for building", round(step_s(name, facts, reg), 1))
+    followed, facts = _build_by_gain(job, [n for n in names if n not in first], facts,
+                                     hw, batched, deadline)
+    plan = SearchPlan(followed, int8_path(hw), facts.basis)
+    state.log.notes.append(plan.describe())
+    baseline_pass = ONNX_BASELINE_PASS if job.onnx_baseline else BASELINE_PASS
+    return BuildArtifact(built=[_built(r, baseline_pass) for r in job.results],
+                         search_plan=plan)
+
+
+def _pass_context(state: RunState, hw: HardwareInfo, budget_s: float) -> PassContext:
+    """What every pass builds with: the baseline, this machine, the calibration inputs and the
+    quality target (a cosine floor's minimum, where the scenario states one)."""
     floor = state.options.scenario.constraints.quality_floor
     target = QualityTarget()
     if floor is not None and floor.min is not None and "cosine" in floor.metric:
         target = QualityTarget(min_mean_cosine=floor.min)
     quick = state.options.quick
-    hw = state.profiling.hardware
-    assert hw is not None  # detected by the setup stage, which runs first
-    ctx = PassContext(baseline=state.baseline, hardware=hw,
-                      out_dir=state.paths.variants, calibration=list(state.quality_inputs),
-                      quality=target, max_calibration=64 if quick else 128,
-                      n_samples=16 if quick else 32,
-                      compile_budget_s=min(budget_s / 2, 120.0))
-    reg = as_registry(passes)
-    kind = state.baseline.info.kind
-    names, left = plan_passes(quick, budget_s, kind == "tensor", reg, hw)
+    return PassContext(baseline=state.baseline, hardware=hw,
+                       out_dir=state.paths.variants, calibration=list(state.quality_inputs),
+                       quality=target, max_calibration=64 if quick else 128,
+                       n_samples=16 if quick else 32,
+                       compile_budget_s=min(budget_s / 2, 120.0))
+
+
+def _note_unplanned(state: RunState, reg: Registry, kind: str, hw: HardwareInfo) -> None:
+    """Say which passes the plan leaves out: the GPU passes this machine cannot run, and the
+    ones no default plan tries."""
     declared = planned(kind, True, reg)
     off_device = [n for n in declared if n not in on_this_device(declared, reg, hw)]
     if off_device:
@@ -129,37 +163,46 @@ def default_builder(state: RunState, budget_s: float, progress: Progress,
                            + ", ".join(off_device))
     state.log.notes.append("passes not tried by default (slower or subsumed): "
                        + ", ".join(not_run(kind, reg)))
-    deadline = time.monotonic() + budget_s
-    # traffic that forms full batches orders the passes by their batch-16 figures where known
-    batched = max(scenario_batches(state.options.scenario, hw.effective_cores,
-                                   quick)) >= BATCHED_PRIORS_FROM
-    built: dict[str, Variant] = {}
-    results: list[VariantResult] = []
 
-    def run(name: str) -> None:
-        for result in build_variants(state.baseline, ctx, names=[name], registry=reg,
-                                     built=built):
-            results.append(result)
-            progress.tick(f"built {result.pass_name}: {result.status} "
-                          f"({result.seconds:.0f} s)")
 
-    onnx_baseline = onnx_file(state.baseline) is not None
-    first = [n for n in (BASELINE_PASS, ONNX_BASELINE_PASS) if n in names]
-    for name in first:
-        run(name)
-    facts = measured_facts(state, ctx, results, onnx_baseline)
-    for name in left:
-        state.skip(f"variant {name}", f"not built: --quick, or only {budget_s:.0f} s of the "
-                   "budget was left for building", round(step_s(name, facts, reg), 1))
+@dataclass
+class _Building:
+    """One default build under way: the passes' context and registry, and what it has built
+    (each pass builds on the variants before it)."""
+
+    state: RunState
+    ctx: PassContext
+    reg: Registry
+    progress: Progress
+    onnx_baseline: bool  # an .onnx baseline is copied, not exported
+    built: dict[str, Variant] = field(default_factory=dict)
+    results: list[VariantResult] = field(default_factory=list)
+
+    def run(self, name: str) -> None:
+        for result in build_variants(self.state.baseline, self.ctx, names=[name],
+                                     registry=self.reg, built=self.built):
+            self.results.append(result)
+            self.progress.tick(f"built {result.pass_name}: {result.status} "
+                               f"({result.seconds:.0f} s)")
+
+    def facts(self) -> CostFacts:
+        return measured_facts(self.state, self.ctx, self.results, self.onnx_baseline)
+
+
+def _build_by_gain(job: _Building, todo: list[str], facts: CostFacts, hw: HardwareInfo,
+                   batched: bool, deadline: float) -> tuple[list[PlannedPass], CostFacts]:
+    """Build ``todo`` in the order of expected gain per second, each (with the sources it
+    needs) only while it fits before ``deadline``; returns the passes followed and the cost
+    facts measured by the end."""
     followed: list[PlannedPass] = []
-    todo = [n for n in names if n not in first]
+    reg = job.reg
     while todo:
         # planned again after every build: each one measures something (the fused graph's
         # node count, for one) that changes what the rest costs
         # every pass tried counts as done, built or not: a source that did not build is not
         # tried again (its dependants fall back or are skipped by build_variants)
         plan = plan_order(todo, hw, partial(_step_s, facts, reg), _sources(reg),
-                          done=[r.pass_name for r in results], basis=facts.basis,
+                          done=[r.pass_name for r in job.results], basis=facts.basis,
                           registry=reg, batched=batched)
         nxt = plan.passes[0]
         chain = [p for p in plan.passes[:plan.names.index(nxt.needed_by or nxt.name) + 1]]
@@ -169,22 +212,19 @@ def default_builder(state: RunState, budget_s: float, progress: Progress,
             # the next pass (with the sources it needs) does not fit: leave it out, and its
             # sources with it, and see whether a cheaper one does
             wanted = chain[-1].name
-            state.skip(f"variant {wanted}",
-                       f"not built: with its sources it would take about {need:.0f} s "
-                       f"(estimate from {facts.basis}) and {max(left_s, 0.0):.0f} s of the "
-                       "budget's share for building was left",
-                       round(need + screen_s(wanted, facts), 1))
+            job.state.skip(f"variant {wanted}",
+                           f"not built: with its sources it would take about {need:.0f} s "
+                           f"(estimate from {facts.basis}) and {max(left_s, 0.0):.0f} s of the "
+                           "budget's share for building was left",
+                           round(need + screen_s(wanted, facts), 1))
             todo = [n for n in todo if n != wanted]
             continue
         followed.append(nxt)
-        run(nxt.name)
-        facts = measured_facts(state, ctx, results, onnx_baseline)
-        done = {r.pass_name for r in results}
+        job.run(nxt.name)
+        facts = job.facts()
+        done = {r.pass_name for r in job.results}
         todo = [n for n in todo if n not in done]
-    state.build.search_plan = SearchPlan(followed, int8_path(hw), facts.basis)
-    state.log.notes.append(state.build.search_plan.describe())
-    baseline_pass = ONNX_BASELINE_PASS if onnx_baseline else BASELINE_PASS
-    return [_built(r, baseline_pass) for r in results]
+    return followed, facts
 
 
 def measured_facts(state: RunState, ctx: PassContext, results: list[VariantResult],

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from infertune.measure.profile import ProfileSettings
+from infertune.optimize.findings import BuiltVariant
 from infertune.optimize.search.budget import Budget, Progress
 from infertune.optimize.search.builder import plan_passes
 from infertune.optimize.search.costs import CostFacts, auto_budget, params_millions
-from infertune.optimize.search.timing import time_alone
+from infertune.optimize.search.timing import Skipped, time_alone
 from infertune.optimize.state import RunState
 from infertune.quality import run_outputs
 
@@ -130,13 +131,15 @@ def fit_profile(state: RunState, settings: ProfileSettings,
     return fitted
 
 
-def int8_budget_note(state: RunState, spent_s: float, build_share: float) -> str | None:
-    """When no INT8 variant was built because none fitted the build share: the budget that
-    would have let the cheapest one be built and screened (estimate), else None."""
-    built = [b for b in state.build.built if "int8" in b.variant_id and not b.skipped]
-    left = [s for s in state.log.skipped if s.what.startswith("variant ort_int8") and s.need_s
+def int8_budget_note(built: Sequence[BuiltVariant], skipped: Sequence[Skipped], spent_s: float,
+                     build_share: float) -> str | None:
+    """When no INT8 variant was ``built`` because none fitted the build share (the run's
+    ``skipped`` say so): the budget that would have let the cheapest one be built and screened
+    (estimate), else None."""
+    int8 = [b for b in built if "int8" in b.variant_id and not b.skipped]
+    left = [s for s in skipped if s.what.startswith("variant ort_int8") and s.need_s
             and "not built" in s.reason]
-    if built or not left:
+    if int8 or not left:
         return None
     cheapest = min(left, key=lambda s: s.need_s or 0.0)
     need = cheapest.need_s or 0.0

@@ -1,10 +1,12 @@
 """The stages of ``optimize``, one module each, in the order run.py runs them. A stage is
-``run(ctx: StageContext) -> <Stage>Artifact`` (screen, candidates, inputs so far; the artifacts
-are in optimize/findings.py): it reads the live run and the earlier artifacts and returns its
-own, which run.py stores. The others still take the RunState, the Budget and the Progress
-display and fill in their stage's artifact on the state. Each checks the budget first and, when
-it cannot do its work properly, records what it skipped and what it would have needed instead
-of measuring badly.
+``run(ctx: StageContext) -> <Stage>Artifact`` (the artifacts are in optimize/findings.py): it
+reads the live run and the earlier artifacts and returns its own, which run.py stores; setup's
+ProfileArtifact is completed by profile baseline, and confirm survivors refines the screen's.
+Serving policy returns two (``sweep.ServingArtifacts``: the sweep and the confirmation as
+served). Reference outputs (profile.py) is ``reference_outputs(ctx) -> None``: it fills in only
+live handles (the baseline's outputs and timings) and the log. Each checks the budget first
+and, when it cannot do its work properly, records what it skipped and what it would have needed
+instead of measuring badly.
 
     setup.py       setup: hardware, scenario, quality floor, the quality subset, call costs
     (search/sizing.py: size budget, with --budget auto)

@@ -4,10 +4,10 @@ re-sized from the export's measured time."""
 
 from __future__ import annotations
 
-from infertune.optimize.search.budget import Budget, Progress
+from infertune.optimize.findings import BuildArtifact
 from infertune.optimize.search.builder import Builder, default_builder
 from infertune.optimize.search.sizing import int8_budget_note, resize
-from infertune.optimize.state import RunState
+from infertune.optimize.state import StageContext
 
 NEED_BUILD_S = 20.0
 # Marks (fractions of the whole budget) by which each stage must stop starting new work, so
@@ -15,22 +15,24 @@ NEED_BUILD_S = 20.0
 MARK_BUILD = 0.45
 
 
-def build(state: RunState, budget: Budget, progress: Progress,
-          builder: Builder | None = None) -> None:
+def run(ctx: StageContext, builder: Builder | None = None) -> BuildArtifact:
+    """Every planned variant, built or skipped, with the build order and the baseline's id."""
+    state, budget = ctx.state, ctx.budget
     if not budget.allows(NEED_BUILD_S):
         state.skip("variant building", "time budget exhausted", NEED_BUILD_S)
-        return
+        return BuildArtifact()
     make = builder or default_builder
-    state.build.built = make(state, max(budget.until(MARK_BUILD), NEED_BUILD_S / 2), progress)
+    found = make(state, max(budget.until(MARK_BUILD), NEED_BUILD_S / 2), ctx.progress)
     if state.options.budget_auto and state.log.cost_facts is not None \
             and state.log.cost_facts.export_s is not None:
         # now from the export's measured time
         resize(state, budget, state.log.cost_facts, later_share=1 - MARK_BUILD)
-    for b in state.build.built:
+    for b in found.built:
         if b.skipped:
             state.skip(f"variant {b.variant_id}", b.skipped)
         elif b.is_baseline:
-            state.build.baseline_variant_id = b.variant_id
-    note = int8_budget_note(state, budget.spent(), MARK_BUILD)
+            found.baseline_variant_id = b.variant_id
+    note = int8_budget_note(found.built, state.log.skipped, budget.spent(), MARK_BUILD)
     if note is not None:
         state.log.notes.insert(0, note)
+    return found

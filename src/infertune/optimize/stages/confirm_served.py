@@ -1,7 +1,8 @@
 """The serving stage's last step: the finalists confirmed as served (served/confirm.py does
 the measuring). Which configurations are finalists, what budget the confirmation needs (the
 in-process pre-screen in sweep.py leaves it that much), and how the winner becomes the
-configuration the report recommends and ``infertune serve <run>`` runs."""
+configuration the report recommends and ``infertune serve <run>`` runs. The confirmation is
+returned to sweep.py, which returns it in the stage's ConfirmArtifact."""
 
 from __future__ import annotations
 
@@ -20,13 +21,19 @@ from infertune.optimize.served.confirm import (
     Confirmation,
     ExtensionPlan,
     Finalist,
+    Rate,
     abba_order,
     confirm,
     rate_bodies,
     request_bodies,
     served_goodput,
 )
-from infertune.optimize.served.confirm_sizing import DRAIN_S, decisive_run, segment_seconds
+from infertune.optimize.served.confirm_sizing import (
+    DRAIN_S,
+    DecisiveRun,
+    decisive_run,
+    segment_seconds,
+)
 from infertune.optimize.served.policy_sweep import SweepResult, measured_key
 from infertune.optimize.served.traffic import schedule_for
 from infertune.optimize.state import RunState
@@ -54,12 +61,12 @@ def scenario_rates(state: RunState) -> tuple[float | None, float | None]:
 
 
 def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
-                      sweeps: Sequence[SweepResult]) -> str | None:
+                      sweeps: Sequence[SweepResult]) -> Confirmation | None:
     """The two leading configurations (load-tested ones first, by what they measured), each
     run by ``infertune serve`` in its own process and driven over HTTP in ABBA order at the
-    mean and peak rates (served/confirm.py). The winner's policy moves to the top of its
-    sweep, so the report and ``serve <run>`` name it; returns its variant id, or None when
-    nothing was confirmed (the in-process figures then stand, labelled as such)."""
+    mean and peak rates (served/confirm.py). Returns the confirmation (its ``winner`` None when
+    no finalist's server came up), or None when it did not run (the in-process figures then
+    stand, labelled as such); ``promote_winner`` makes its winner the recommendation."""
     what = "confirmation of the finalists as served (own process, over HTTP, ABBA)"
     mean, peak = scenario_rates(state)
     finals = served_finalists(state, sweeps)
@@ -74,34 +81,9 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
     sc, seed = state.options.scenario, state.options.seed
     decisive = [decisive_run(label, sc.slo.targets(), sc.traffic, rate)
                 for label, rate in (("mean", mean), ("peak", peak))]
-    seconds = segment_seconds(
-        decisive, arms=len(finals), visits=VISITS_PER_ARM,
-        left_s=budget.left() - NEED_AFTER_DECISIVE_S, start_s=NEED_SERVE_START_S,
-        minimum_s=CONFIRM_QUICK_S if state.options.quick else CONFIRM_S, extend=True)
-    rates = [(d.label, d.rate, schedule_for(sc.traffic, d.rate, seed=seed,
-                                            duration_s=seconds[d.label])) for d in decisive]
-    need = NEED_SERVE_START_S + len(finals) * VISITS_PER_ARM * sum(s + 1.0
-                                                                   for s in seconds.values())
-    inputs = state.options.data.inputs
-    counts = [(label, VISITS_PER_ARM * len(sched)) for label, _, sched in rates]
-    bodies = rate_bodies(inputs, counts, seed=seed)
-    sent = [sum(n for _, n in counts)]  # bodies of the seeded order used so far
-
-    def more_bodies(label: str, count: int) -> list[dict[str, Any]]:
-        # the same seeded order continued past every body sent: texts no finalist was sent
-        start, sent[0] = sent[0], sent[0] + count
-        return request_bodies(inputs, start + count, seed=seed)[start:]
-
-    extend = ExtensionPlan(
-        decisive={d.label: d for d in decisive}, targets=sc.slo.targets(),
-        left_s=lambda: budget.left() - NEED_AFTER_DECISIVE_S,
-        # a seed of its own, so the extension's arrivals are not the ABBA segments' again
-        schedule=lambda label, rate, s: schedule_for(sc.traffic, rate, seed=seed + 1,
-                                                     duration_s=s),
-        bodies=more_bodies)
-    run = RunRecord.from_state(state)
-    risks = {c.variant_id: LEVELS.index(variant_risk(c, floor_margin(run, c), _manifest(
-        state, c.variant_id)).level) for c in state.screen.candidates}
+    rates, need = _rate_schedules(state, budget, decisive, len(finals))
+    bodies, extend = _bodies_and_extension(state, budget, decisive, rates)
+    risks = _risk_levels(state)
     progress.tick(f"starting infertune serve for {', '.join(f.key for f in finals)}")
     try:
         conf = confirm(finals, rates, bodies, workdir=state.paths.root / "confirm",
@@ -124,20 +106,76 @@ def confirm_as_served(state: RunState, budget: Budget, progress: Progress,
     conf.seed = seed  # closed_loop.py replays these schedules and bodies
     conf.decisive = {d.label: d for d in decisive}
     conf.notes += [ext.text() for ext in conf.extensions if ext.verdict_before == "not shown"]
-    state.confirm.confirmation = conf
     state.log.notes.extend(conf.notes)
     write_json(state.paths.root / "confirm" / "confirmation.json", conf.to_dict())
     if conf.winner is None:
         state.skip(what, "no finalist's server came up (see the notes); the recommendation's "
                    "figures are the in-process pre-screen's")
+    else:
+        state.log.notes.append(confirmation_note(conf, sc.slo.targets()))
+    return conf
+
+
+def promote_winner(conf: Confirmation | None, sweeps: Sequence[SweepResult]) -> str | None:
+    """The confirmation's winning policy moved to the top of its sweep, so the report and
+    ``serve <run>`` name it; returns its variant id, or None when nothing was confirmed."""
+    if conf is None or conf.winner is None:
         return None
-    state.log.notes.append(confirmation_note(conf, sc.slo.targets()))
     for sw in sweeps:
         won = [r for r in sw.ranked if f"{sw.variant_id}/{r.policy_id}" == conf.winner]
         if won:
             sw.ranked = won + [r for r in sw.ranked if r is not won[0]]
             return sw.variant_id
     return None
+
+
+def _rate_schedules(state: RunState, budget: Budget, decisive: Sequence[DecisiveRun],
+                    arms: int) -> tuple[list[Rate], float]:
+    """Each rate's ABBA segment schedule, its segments sized towards the decisive run the
+    budget left allows, and the seconds the whole confirmation then needs."""
+    sc, seed = state.options.scenario, state.options.seed
+    seconds = segment_seconds(
+        decisive, arms=arms, visits=VISITS_PER_ARM,
+        left_s=budget.left() - NEED_AFTER_DECISIVE_S, start_s=NEED_SERVE_START_S,
+        minimum_s=CONFIRM_QUICK_S if state.options.quick else CONFIRM_S, extend=True)
+    rates = [(d.label, d.rate, schedule_for(sc.traffic, d.rate, seed=seed,
+                                            duration_s=seconds[d.label])) for d in decisive]
+    need = NEED_SERVE_START_S + arms * VISITS_PER_ARM * sum(s + 1.0 for s in seconds.values())
+    return rates, need
+
+
+def _bodies_and_extension(state: RunState, budget: Budget, decisive: Sequence[DecisiveRun],
+                          rates: Sequence[Rate]
+                          ) -> tuple[dict[str, list[dict[str, Any]]], ExtensionPlan]:
+    """The request bodies of the ABBA segments, and the plan for the winner's extension,
+    whose bodies continue the same seeded order past every body sent."""
+    sc, seed = state.options.scenario, state.options.seed
+    inputs = state.options.data.inputs
+    counts = [(label, VISITS_PER_ARM * len(sched)) for label, _, sched in rates]
+    bodies = rate_bodies(inputs, counts, seed=seed)
+    sent = [sum(n for _, n in counts)]  # bodies of the seeded order used so far
+
+    def more_bodies(label: str, count: int) -> list[dict[str, Any]]:
+        # the same seeded order continued past every body sent: texts no finalist was sent
+        start, sent[0] = sent[0], sent[0] + count
+        return request_bodies(inputs, start + count, seed=seed)[start:]
+
+    extend = ExtensionPlan(
+        decisive={d.label: d for d in decisive}, targets=sc.slo.targets(),
+        left_s=lambda: budget.left() - NEED_AFTER_DECISIVE_S,
+        # a seed of its own, so the extension's arrivals are not the ABBA segments' again
+        schedule=lambda label, rate, s: schedule_for(sc.traffic, rate, seed=seed + 1,
+                                                     duration_s=s),
+        bodies=more_bodies)
+    return bodies, extend
+
+
+def _risk_levels(state: RunState) -> dict[str, int]:
+    """Each screened variant's risk level (an index into ranking.LEVELS), which breaks a tie
+    between finalists."""
+    run = RunRecord.from_state(state)
+    return {c.variant_id: LEVELS.index(variant_risk(c, floor_margin(run, c), _manifest(
+        state, c.variant_id)).level) for c in state.screen.candidates}
 
 
 def confirm_need_s(quick: bool, finalists: int = FINALISTS) -> float:

@@ -1,11 +1,13 @@
 """Stages "profile baseline" and "reference outputs" of ``optimize``: the baseline's
-profile (profile.json), its outputs on the quality subset (what every variant is judged
-against), and its screening samples, timed before any variant loads. The screening timings'
-sizes (``quick_s``, ``batch_s``) and ``served_curve`` are shared with stage "screen variants"
-(screen.py)."""
+profile (profile.json), which completes setup's ProfileArtifact (``run``); then its outputs on
+the quality subset (what every variant is judged against) and its screening samples, timed
+before any variant loads (``reference_outputs``: live handles and the log's cost facts, kept on
+the RunState, so it returns no artifact). The screening timings' sizes (``quick_s``,
+``batch_s``) and ``served_curve`` are shared with stage "screen variants" (screen.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,7 +16,8 @@ import numpy as np
 
 from infertune.jsonfile import write_json
 from infertune.measure.profile import ProfileSettings, profile
-from infertune.optimize.search.budget import NEED_QUICK_S, Budget, Progress
+from infertune.optimize.findings import ProfileArtifact
+from infertune.optimize.search.budget import NEED_QUICK_S, Budget
 from infertune.optimize.search.costs import CostFacts
 from infertune.optimize.search.screening import (
     BatchPoint,
@@ -24,7 +27,7 @@ from infertune.optimize.search.screening import (
 )
 from infertune.optimize.search.sizing import PROFILE_SHARE, fit_profile, params_m
 from infertune.optimize.search.timing import time_alone
-from infertune.optimize.state import RunState
+from infertune.optimize.state import RunState, StageContext
 from infertune.quality import run_outputs
 
 NEED_PROFILE_S = 15.0
@@ -32,10 +35,12 @@ NEED_REFERENCE_S = 5.0
 CALIBRATION = 128  # the held-out inputs INT8 passes calibrate and score on (search/builder.py)
 
 
-def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> None:
+def run(ctx: StageContext) -> ProfileArtifact:
+    """Setup's ProfileArtifact (the machine) with the baseline's profile (profile.json)."""
+    state, budget, progress = ctx.state, ctx.budget, ctx.progress
     if not budget.allows(NEED_PROFILE_S):
         state.skip("baseline profile", "time budget exhausted", NEED_PROFILE_S)
-        return
+        return state.profiling
     quick = state.options.quick or budget.left() < 120
     settings = ProfileSettings(
         batch_sizes=(1,) if quick else (1, 4, 16), requests=40 if quick else 200,
@@ -46,15 +51,20 @@ def profile_baseline(state: RunState, budget: Budget, progress: Progress) -> Non
         seed=state.options.seed)
     settings = fit_profile(state, settings, PROFILE_SHARE * budget.total_s)
     ref = state.options.model
-    state.profiling.profile = profile(
+    hw = state.profiling.hardware
+    measured = profile(
         state.baseline, state.options.data.inputs, settings=settings,
         model_ref=ref if settings.cold_start else None, data_source=state.options.data.source,
         progress=lambda step, done, total: progress.tick(f"{step} {done}/{total}"),
-        hardware=None if state.profiling.hardware is None else state.profiling.hardware.to_dict())
-    write_json(state.paths.profile, state.profiling.profile.to_dict())
+        hardware=None if hw is None else hw.to_dict())
+    write_json(state.paths.profile, measured.to_dict())
+    return dataclasses.replace(state.profiling, profile=measured)
 
 
-def reference_outputs(state: RunState, budget: Budget, progress: Progress) -> None:
+def reference_outputs(ctx: StageContext) -> None:
+    """The baseline's outputs on the quality subset and its screening samples, onto the state
+    (live handles, no findings), and the cost facts measured on the way, into the log."""
+    state, budget, progress = ctx.state, ctx.budget, ctx.progress
     if not budget.allows(NEED_REFERENCE_S):
         state.skip("quality reference outputs", "time budget exhausted", NEED_REFERENCE_S)
         return

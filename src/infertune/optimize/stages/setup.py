@@ -1,8 +1,10 @@
 """Stage "setup" of ``optimize`` (the first; run.py gives the order): the hardware detected
-and written down with the scenario, the quality floor checked against the model's task, the
-held-out subset quality is judged on, the probe of the call costs the budget is sized from, and
-the batch-1 timing requests. ``load_baseline`` and ``check_floor`` also run before the run
-directory exists (run.py), so a bad reference or floor fails in seconds."""
+and written down with the scenario (the start of the ProfileArtifact, which stage "profile
+baseline" completes), the quality floor checked against the model's task, the held-out subset
+quality is judged on, the probe of the call costs the budget is sized from, and the batch-1
+timing requests (these three are live handles and the log's cost facts, kept on the RunState).
+``load_baseline`` and ``check_floor`` also run before the run directory exists (run.py), so a
+bad reference or floor fails in seconds."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from infertune.models import load
 from infertune.models.adapter import Adapter
 from infertune.models.loaders import HF_TASKS
 from infertune.models.tensor import TensorAdapter
-from infertune.optimize.search.budget import Budget, Progress
+from infertune.optimize.findings import ProfileArtifact
+from infertune.optimize.search.budget import Budget
 from infertune.optimize.search.costs import CostFacts
 from infertune.optimize.search.sizing import QUALITY_SHARE, params_m, probe_costs, quality_count
 from infertune.optimize.search.timing import batch1_requests
@@ -28,6 +31,7 @@ from infertune.optimize.state import (
     OptimizeOptions,
     RunPaths,
     RunState,
+    StageContext,
     quality_floor,
     quality_metrics,
 )
@@ -71,17 +75,28 @@ def check_floor(state: RunState) -> None:
               quality_metrics(task, data.labels is not None), task, data.source)
 
 
-def setup(state: RunState, budget: Budget, progress: Progress) -> None:
+def run(ctx: StageContext) -> ProfileArtifact:
+    """The machine (hardware.json, and the scenario written down with it), then the run's
+    held-out subset, call costs and timing requests on the state."""
+    state, budget = ctx.state, ctx.budget
     opts = state.options
     hw = hardware.detect()
-    state.profiling.hardware = hw
-    state.profiling.hardware_label = (f"{hw.cpu_model} ({hw.effective_cores} effective cores"
-                            + (f", cgroup quota {hw.cpu_quota:g}" if hw.cpu_quota else "") + ")")
+    found = ProfileArtifact(hardware=hw, hardware_label=(
+        f"{hw.cpu_model} ({hw.effective_cores} effective cores"
+        + (f", cgroup quota {hw.cpu_quota:g}" if hw.cpu_quota else "") + ")"))
     write_json(state.paths.hardware, hw.to_dict())
     write_scenario(state.paths, opts.scenario,
-                   {"hardware": state.profiling.hardware_label, "model": opts.model,
+                   {"hardware": found.hardware_label, "model": opts.model,
                     "data": opts.data.source, "examples": len(opts.data)})
     check_floor(state)
+    _quality_and_timing_inputs(state, budget)
+    return found
+
+
+def _quality_and_timing_inputs(state: RunState, budget: Budget) -> None:
+    """The held-out subset quality is judged on (fitted to the budget), the probe of the call
+    costs, and the batch-1 timing requests, onto the state."""
+    opts = state.options
     n_quality = 128 if opts.quick else 300
     chosen = quality_subset(opts.data, n_quality)
     # seconds, before the profile spends minutes: a baseline whose outputs do not vary (a

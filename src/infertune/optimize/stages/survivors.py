@@ -1,29 +1,50 @@
 """Stage "confirm survivors" of ``optimize``: the survivors of screening measured properly,
-interleaved against the baseline, each side in a timing process of its own where it can be."""
+interleaved against the baseline, each side in a timing process of its own where it can be.
+It refines the screen's ScreenArtifact: the candidates come back with the dominated and failing
+ones marked dropped and the survivors' proper timings, and the new artifact replaces the
+screen's."""
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import ExitStack
 from pathlib import Path
 
 from infertune.jsonfile import write_json
 from infertune.measure.arm_process import ArmFailed, ArmProcess
 from infertune.measure.compare import run_interleaved
+from infertune.optimize.findings import ScreenArtifact
 from infertune.optimize.search.budget import NEED_PROPER_S, NEED_QUICK_S, Budget, Progress
-from infertune.optimize.search.timing import Timing, measure_against_baseline, select_survivors
-from infertune.optimize.state import RunState
+from infertune.optimize.search.timing import (
+    Candidate,
+    Timing,
+    measure_against_baseline,
+    select_survivors,
+)
+from infertune.optimize.state import RunState, StageContext
 
 # the mark (a fraction of the whole budget, as build.py's MARK_BUILD) by which the survivors'
 # interleaved measurements should end
 MARK_CONFIRM = 0.80
 
 
-def confirm(state: RunState, budget: Budget, progress: Progress) -> None:
+def run(ctx: StageContext) -> ScreenArtifact:
     """Measure the survivors properly, interleaved against the baseline: each side in its own
     process, as each will be served (not with --quick: two process starts cost more than its
-    whole comparison, so both sides run here and the figure says so)."""
+    whole comparison, so both sides run here and the figure says so). Returns the screen's
+    candidates (copies: the screen's artifact is not changed) with what this stage decided."""
+    state = ctx.state
+    # copies, which select_survivors marks dropped and the timings below fill in
+    found = ScreenArtifact(candidates=[dataclasses.replace(c) for c in state.screen.candidates])
     keep = 1 if state.options.quick else 3
-    survivors = select_survivors(state.screen.candidates, keep=keep)
+    _measure(state, ctx.budget, ctx.progress, select_survivors(found.candidates, keep=keep))
+    return found
+
+
+def _measure(state: RunState, budget: Budget, progress: Progress,
+             survivors: list[Candidate]) -> None:
+    """Each survivor's proper timing (``cand.proper``) and its latency.json, within the
+    stage's share of the budget."""
     with ExitStack() as stack:
         baseline_arm = None
         if survivors and not state.options.quick:

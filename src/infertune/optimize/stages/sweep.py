@@ -1,11 +1,13 @@
 """Stage "serving policy" of ``optimize``: the policy sweep on the finalist variants with its
 in-process load tests (a pre-screen: the confirmation as served, confirm_served.py, decides) and
-right-sizing. Writes serving.json; the report reads the RunState."""
+right-sizing. Writes serving.json and returns its two artifacts, the SweepArtifact and the
+ConfirmArtifact (``ServingArtifacts``); the winner's contention measurement, a live handle,
+stays on the RunState."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,7 @@ from infertune.config import ServePolicy, client_deadline_ms, client_deadline_re
 from infertune.data.text_inputs import is_text_input
 from infertune.measure.curve import ServiceCurve, measure_curve, seq_lens_from_lengths
 from infertune.models.adapter import Adapter
-from infertune.optimize.findings import LoadCurve
+from infertune.optimize.findings import ConfirmArtifact, LoadCurve, SweepArtifact
 from infertune.optimize.record import RunRecord
 from infertune.optimize.search.budget import Budget, Progress
 from infertune.optimize.search.choice import (
@@ -37,6 +39,7 @@ from infertune.optimize.served.policy_sweep import (
 )
 from infertune.optimize.served.traffic import (
     Contention,
+    Validation,
     make_simulator,
     measure_contention,
     validate_policy,
@@ -44,9 +47,10 @@ from infertune.optimize.served.traffic import (
 from infertune.optimize.stages.confirm_served import (
     confirm_as_served,
     confirm_reserve_s,
+    promote_winner,
     scenario_rates,
 )
-from infertune.optimize.state import RunState
+from infertune.optimize.state import RunState, StageContext
 from infertune.serve.worker_threads import fit_to_workers
 
 NEED_SERVING_S = 20.0
@@ -67,28 +71,36 @@ def _overhead_ms(state: RunState) -> float:
     return sum(s[k].p50 for k in ("preprocess", "postprocess", "overhead") if k in s)
 
 
-def serving(state: RunState, budget: Budget, progress: Progress) -> None:
+@dataclass(frozen=True)
+class ServingArtifacts:
+    """What stage "serving policy" returns: the finalists' sweeps, and their confirmation as
+    served (run within the stage; run.py stores each under its own name in the run)."""
+
+    sweep: SweepArtifact = field(default_factory=SweepArtifact)
+    confirm: ConfirmArtifact = field(default_factory=ConfirmArtifact)
+
+
+def run(ctx: StageContext) -> ServingArtifacts:
     """The policy sweep for the chosen variant, its load tests and right-sizing."""
-    if None in scenario_rates(state):  # said first: no budget would help
+    state, budget = ctx.state, ctx.budget
+    mean, peak = scenario_rates(state)
+    if mean is None or peak is None:  # said first: no budget would help
         state.skip("serving-policy sweep", "the scenario states no request rate; set "
                    "traffic.mean_rps (and peak_rps)")
-        return
+        return ServingArtifacts()
     if not budget.allows(NEED_SERVING_S):
         state.skip("serving-policy sweep", "time budget exhausted", NEED_SERVING_S)
-        return
-    run_sweep(state, budget, progress)
+        return ServingArtifacts()
+    return run_sweep(state, budget, ctx.progress, mean, peak)
 
 
-def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
+def run_sweep(state: RunState, budget: Budget, progress: Progress, mean: float,
+              peak: float) -> ServingArtifacts:
     """The joint search: for each finalist variant (the chosen one, then the runner-up when
     the budget allows) a service curve, a simulated policy sweep and load tests of its
     leading policies through serve's runtime; the configuration (variant x policy) that
     measures best wins, and the report recommends it."""
-    mean, peak = scenario_rates(state)
-    if mean is None or peak is None:
-        state.skip("serving-policy sweep", "the scenario states no request rate; set "
-                   "traffic.mean_rps (and peak_rps)")
-        return
+    found = SweepArtifact()
     swept: list[Sweep] = []
     for i, variant_id in enumerate(finalists(state)):
         if i > 0 and not budget.allows(NEED_FINALIST_S + confirm_reserve_s(state, budget)):
@@ -99,34 +111,36 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress) -> None:
         # variant's threads left spinning in this process (VariantAdapters)
         adapter = adapter_of(state, variant_id)
         one = _sweep_variant(state, progress, variant_id, adapter, mean, peak)
-        _validate(state, budget, progress, adapter, one.result, mean, peak)
+        _validate(state, budget, progress, adapter, one.result, mean, peak, found.validations)
         del adapter
         rerank_measured(one.result)
         swept.append(one)
     if not swept:
-        return
+        return ServingArtifacts(sweep=found)
     # only load-tested finalists compete on their measurements; with none, the first stands
     tested = [one for one in swept if one.result.best.validated_peak is not None
               or one.result.best.validated_mean is not None]
     best = (min(tested, key=lambda one: measured_key(one.result.best, one.result.slo))
             if tested else swept[0])
     # the in-process load tests were the pre-screen; served in its own process decides
-    served = confirm_as_served(state, budget, progress, [one.result for one in swept])
+    confirmed = confirm_as_served(state, budget, progress, [one.result for one in swept])
+    served = promote_winner(confirmed, [one.result for one in swept])
     best = next((one for one in swept if one.result.variant_id == served), best)
-    state.sweep.finalist_sweeps = [s.result for s in swept]
-    state.sweep.sweep, state.sweep.curve = best.result, best.curve
+    found.finalist_sweeps = [s.result for s in swept]
+    found.sweep, found.curve = best.result, best.curve
     state.contention = best.contention
-    state.sweep.load_curves = best.load_curves
+    found.load_curves = best.load_curves
     cores = state.profiling.hardware.effective_cores if state.profiling.hardware is not None else 1
     cost = state.options.scenario.deployment.cost_per_hour_usd
-    state.sweep.right_sizing = right_size(peak, best.result.best.goodput_rps, cores, cost)
+    found.right_sizing = right_size(peak, best.result.best.goodput_rps, cores, cost)
     ServingFile(
         variant_id=best.result.variant_id, sweep=best.result.to_dict(),
         finalists=[s.result.to_dict() for s in swept], curve=best.curve,
         contention=best.contention.to_dict(), overhead_ms=best.overhead_ms,
-        validations={k: v.to_dict() for k, v in state.sweep.validations.items()},
-        right_sizing=state.sweep.right_sizing.to_dict() if state.sweep.right_sizing else None,
+        validations={k: v.to_dict() for k, v in found.validations.items()},
+        right_sizing=found.right_sizing.to_dict() if found.right_sizing else None,
     ).save(state.paths.serving)
+    return ServingArtifacts(sweep=found, confirm=ConfirmArtifact(confirmation=confirmed))
 
 
 @dataclass
@@ -231,8 +245,10 @@ def load_curves(sw: SweepResult, simulate: SimulateFn) -> list[LoadCurve]:
 
 
 def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Adapter,
-              result: SweepResult, mean: float, peak: float) -> None:
-    """Real open-loop in-process load tests of the leading policies at mean and peak."""
+              result: SweepResult, mean: float, peak: float,
+              validations: dict[str, Validation]) -> None:
+    """Real open-loop in-process load tests of the leading policies at mean and peak, into
+    ``validations`` (by validation_key) and onto the policies they tested."""
     quick = state.options.quick
     seconds = VALIDATE_QUICK_S if quick else VALIDATE_S
     reserve = confirm_reserve_s(state, budget)
@@ -252,7 +268,7 @@ def _validate(state: RunState, budget: Budget, progress: Progress, adapter: Adap
                                   state.options.scenario.traffic, rate, state.options.data.inputs,
                                   duration_s=seconds, seed=state.options.seed)
             key = validation_key(result.variant_id, policy.policy_id, label)
-            state.sweep.validations[key] = val
+            validations[key] = val
             if label == "mean":
                 policy.validated_mean = val.stats
             else:

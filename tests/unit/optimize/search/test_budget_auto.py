@@ -171,12 +171,12 @@ def test_the_budget_that_would_measure_int8_is_stated(tiny_adapter, tmp_path: Pa
     from infertune.optimize.search.sizing import int8_budget_note
 
     state = _state(tiny_adapter, tmp_path, auto=False)
-    state.build.built = [BuiltVariant("ort_fp32", tmp_path, "export")]
+    built = [BuiltVariant("ort_fp32", tmp_path, "export")]
     state.skip("variant ort_int8_dynamic_per_channel", "not built: with its sources ...", 90.0)
     state.skip("variant ort_int8_mixed", "not built: with its sources ...", 900.0)
-    note = int8_budget_note(state, 120.0, 0.45)
+    note = int8_budget_note(built, state.log.skipped, 120.0, 0.45)
     # (120 s spent + 90 s it needs) / 0.45 of the budget for building = 467 s
     assert note is not None and "ort_int8_dynamic_per_channel" in note
     assert "about 467 s" in note and "--budget 8m" in note
-    state.build.built.append(BuiltVariant("ort_int8_threads_one", tmp_path, "int8"))
-    assert int8_budget_note(state, 120.0, 0.45) is None  # one was built: nothing to say
+    built.append(BuiltVariant("ort_int8_threads_one", tmp_path, "int8"))
+    assert int8_budget_note(built, state.log.skipped, 120.0, 0.45) is None  # one was built

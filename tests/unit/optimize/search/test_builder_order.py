@@ -44,7 +44,8 @@ def test_builds_by_expected_gain_and_leaves_out_what_does_not_fit(tiny_adapter,
     # scoring the calibration inputs said to cost 2 s an input: every INT8 pass that scores
     # (per-channel: a scheme choice; mixed: one scoring per MatMul) is far over a 60 s share
     state = _state(tiny_adapter, tmp_path / "slow", cal_item_ms=2000.0)
-    built = default_builder(state, 60.0, NullProgress())
+    found = default_builder(state, 60.0, NullProgress())
+    built = found.built
     ids = [b.variant_id for b in built]
     assert ids[:2] == ["torch_fp32", "ort_fp32"]  # the baseline's copy and the export first
     assert "ort_fused" in ids and "ort_int8_mixed" not in ids
@@ -52,7 +53,7 @@ def test_builds_by_expected_gain_and_leaves_out_what_does_not_fit(tiny_adapter,
     mixed = left_out["variant ort_int8_mixed"]
     assert "would take about" in mixed.reason and mixed.need_s is not None
     assert mixed.need_s > 60.0  # the estimate, not a fixed minimum
-    assert state.build.search_plan is not None and state.build.search_plan.int8_path == "vnni"
+    assert found.search_plan is not None and found.search_plan.int8_path == "vnni"
     facts = state.log.cost_facts
     assert facts is not None and facts.export_s is not None  # measured
     assert all(b.build_s is not None and b.build_s > 0 for b in built if not b.skipped)
@@ -60,7 +61,7 @@ def test_builds_by_expected_gain_and_leaves_out_what_does_not_fit(tiny_adapter,
     # with cheap scoring, INT8 per-channel is built right after the fusion it derives from,
     # before every thread plan
     state = _state(tiny_adapter, tmp_path / "fast", cal_item_ms=0.5)
-    order = [b.variant_id for b in default_builder(state, 300.0, NullProgress())]
+    order = [b.variant_id for b in default_builder(state, 300.0, NullProgress()).built]
     int8 = order.index("ort_int8_dynamic_per_channel")
     assert order.index("ort_fused") < int8
     for threads in ("ort_threads_cores_nospin", "ort_int8_threads_one"):
