@@ -22,6 +22,7 @@ import math
 
 from infertune.errors import ConfigError
 from infertune.optimize.record import RunRecord
+from infertune.optimize.served.policy_sweep import SweepResult
 from infertune.report.schema import Figure, ScaleOut, SloCheck, SloPoint
 from infertune.serve.engines.autoscale import AutoscalePlan, Limits, RayAutoscaling
 from infertune.serve.engines.run_facts import Sourced, cold_start_fact, facts_from, plan_from
@@ -34,42 +35,14 @@ def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
     sw = run.sweep.sweep
     if sw is None:
         return None
-    best = sw.best
-    out = ScaleOut(variant_id=sw.variant_id, policy_id=best.policy_id, deploy=DEPLOY,
+    out = ScaleOut(variant_id=sw.variant_id, policy_id=sw.best.policy_id, deploy=DEPLOY,
                    peak=Figure(value=sw.peak_rps, unit="requests/s", source="estimate",
                                basis="the scenario's stated peak rate"))
     measured = best_measured(check)
-    goodput: Sourced | None = None
+    goodput: Sourced | None
     if measured is not None and measured.goodput is not None:
-        fig = measured.goodput
-        assert fig.value is not None
-        out.per_instance_goodput = fig
-        hw = run.profiling.hardware_label or "this machine"
-        if measured.label == "peak" and fig.value >= sw.peak_rps - 1e-9:
-            # the peak's own load test held the SLO on one instance at the stated peak rate.
-            # Its goodput is what that test measured; when a finite sample of the schedule fell
-            # short of the stated peak, the count below is sized from the measured goodput
-            # instead: raising it to the stated peak and labelling that "measured" (as before
-            # session 9) claimed what no test showed
-            goodput = Sourced(fig.value, "measured: one instance held the SLO in the load "
-                              f"test at the stated peak rate ({fig.basis})")
-            out.instances_at_peak = Figure(
-                value=1, unit="instances", source="measured", samples=fig.samples,
-                artifact=fig.artifact, inputs=[fig],
-                basis=f"one instance held the SLO in the load test at the peak rate ({fig.basis})")
-            out.statement = (f"One instance of {hw} measurably keeps the SLO at the peak rate "
-                             f"of {sw.peak_rps:g} requests/s.")
-        else:
-            goodput = Sourced(fig.value, f"measured at the {measured.label} rate: {fig.basis}")
-            n = max(1, math.ceil(sw.peak_rps / fig.value - 1e-9))
-            out.instances_at_peak = Figure(value=n, unit="instances", source="estimate",
-                                           inputs=[f for f in (fig, out.peak) if f], basis=(
-                f"ceil(peak {sw.peak_rps:g} req/s / {fig.value:g} req/s per instance), the "
-                f"goodput one instance kept the SLO at ({fig.basis}); that goodput is a "
-                "measured lower bound, so this is at most the number needed"))
-            out.statement = (f"One instance of {hw} measurably keeps the SLO at {fig.value:g} "
-                             f"requests/s, so the peak of {sw.peak_rps:g} requests/s needs at "
-                             f"most {n} instance(s).")
+        goodput = _size_from_measured(out, sw, measured,
+                                      run.profiling.hardware_label or "this machine")
     elif _tested(check):
         # measured misses outrank the simulator: a count sized from its goodput would claim
         # what the load tests contradict, and instances do not fix a miss at the lowest rate
@@ -80,26 +53,72 @@ def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
             "instance meet it (see what would meet the SLO), then size from its goodput")
         return out
     else:
-        out.statement = ("No per-instance goodput was measured: the load tests of the chosen "
-                         "policy did not run, so the sizing below is an estimate.")
-        if best.goodput_rps:
-            goodput = Sourced(best.goodput_rps, "estimate: the queueing simulator's goodput of "
-                              f"policy {best.policy_id}, fed with service times measured on "
-                              f"{run.profiling.hardware_label or 'this machine'}; not "
-                              "confirmed by a load test")
-            n = max(1, math.ceil(sw.peak_rps / best.goodput_rps - 1e-9))
-            out.instances_at_peak = Figure(value=n, unit="instances", source="estimate", basis=(
-                f"ceil(peak {sw.peak_rps:g} req/s / {best.goodput_rps:.3g} req/s per "
-                f"instance, {goodput.source})"), inputs=[f for f in (out.peak,) if f])
+        goodput = _size_from_simulator(out, sw, run.profiling.hardware_label or "this machine")
     plan, why_not = _plan(run, goodput)
     if plan is None:
         out.warnings.append(f"no Ray Serve settings derived: {why_not}")
         return out
-    measured_capacity = out.per_instance_goodput is not None
+    _add_plan(out, plan)
+    return out
+
+
+def _size_from_measured(out: ScaleOut, sw: SweepResult, measured: SloPoint,
+                        hw: str) -> Sourced:
+    """Fill ``out``'s goodput, instance count and statement from the load test that held the
+    SLO at the highest goodput; return that goodput for the autoscaling plan."""
+    fig = measured.goodput
+    assert fig is not None and fig.value is not None
+    out.per_instance_goodput = fig
+    if measured.label == "peak" and fig.value >= sw.peak_rps - 1e-9:
+        # the peak's own load test held the SLO on one instance at the stated peak rate.
+        # Its goodput is what that test measured; when a finite sample of the schedule fell
+        # short of the stated peak, the count below is sized from the measured goodput
+        # instead: raising it to the stated peak and labelling that "measured" (as before
+        # session 9) claimed what no test showed
+        out.instances_at_peak = Figure(
+            value=1, unit="instances", source="measured", samples=fig.samples,
+            artifact=fig.artifact, inputs=[fig],
+            basis=f"one instance held the SLO in the load test at the peak rate ({fig.basis})")
+        out.statement = (f"One instance of {hw} measurably keeps the SLO at the peak rate "
+                         f"of {sw.peak_rps:g} requests/s.")
+        return Sourced(fig.value, "measured: one instance held the SLO in the load "
+                       f"test at the stated peak rate ({fig.basis})")
+    n = max(1, math.ceil(sw.peak_rps / fig.value - 1e-9))
+    out.instances_at_peak = Figure(value=n, unit="instances", source="estimate",
+                                   inputs=[f for f in (fig, out.peak) if f], basis=(
+        f"ceil(peak {sw.peak_rps:g} req/s / {fig.value:g} req/s per instance), the "
+        f"goodput one instance kept the SLO at ({fig.basis}); that goodput is a "
+        "measured lower bound, so this is at most the number needed"))
+    out.statement = (f"One instance of {hw} measurably keeps the SLO at {fig.value:g} "
+                     f"requests/s, so the peak of {sw.peak_rps:g} requests/s needs at "
+                     f"most {n} instance(s).")
+    return Sourced(fig.value, f"measured at the {measured.label} rate: {fig.basis}")
+
+
+def _size_from_simulator(out: ScaleOut, sw: SweepResult, hw: str) -> Sourced | None:
+    """No load test of the chosen policy ran: size from the simulator's goodput, labelled an
+    estimate (None, and no count, when the simulator has none)."""
+    best = sw.best
+    out.statement = ("No per-instance goodput was measured: the load tests of the chosen "
+                     "policy did not run, so the sizing below is an estimate.")
+    if not best.goodput_rps:
+        return None
+    goodput = Sourced(best.goodput_rps, "estimate: the queueing simulator's goodput of "
+                      f"policy {best.policy_id}, fed with service times measured on "
+                      f"{hw}; not confirmed by a load test")
+    n = max(1, math.ceil(sw.peak_rps / best.goodput_rps - 1e-9))
+    out.instances_at_peak = Figure(value=n, unit="instances", source="estimate", basis=(
+        f"ceil(peak {sw.peak_rps:g} req/s / {best.goodput_rps:.3g} req/s per "
+        f"instance, {goodput.source})"), inputs=[f for f in (out.peak,) if f])
+    return goodput
+
+
+def _add_plan(out: ScaleOut, plan: AutoscalePlan) -> None:
+    """Each autoscaling number with its reasoning (the replica capacity marked measured when
+    the goodput it comes from was), the Ray Serve settings and the plan's warnings."""
+    g = out.per_instance_goodput
     for name, d in plan.derivations().items():
-        if name == "replica_capacity_rps" and measured_capacity:
-            g = out.per_instance_goodput
-            assert g is not None
+        if name == "replica_capacity_rps" and g is not None:
             out.derivations[name] = Figure(value=d.value, unit=d.unit, source="measured",
                                            samples=g.samples, artifact=g.artifact, inputs=[g],
                                            basis=d.reasoning)
@@ -110,7 +129,6 @@ def scale_out(run: RunRecord, check: SloCheck | None) -> ScaleOut | None:
     out.settings = {key: ray[key] for key in RAY_KEYS}  # type: ignore[literal-required]
     out.settings["max_ongoing_requests"] = int(plan.max_ongoing_requests.value)
     out.warnings += plan.warnings
-    return out
 
 
 def best_measured(check: SloCheck | None) -> SloPoint | None:
