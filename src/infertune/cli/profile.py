@@ -12,7 +12,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from infertune.cli._common import quiet_libraries
@@ -41,7 +48,7 @@ def parse_batch_sizes(text: str) -> tuple[int, ...]:
 def progress_bars() -> Iterator[Any]:
     """A rich progress display on stderr; yields a ``(step, done, total)`` callback."""
 
-    tasks: dict[str, Any] = {}
+    tasks: dict[str, TaskID] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bars:
 

@@ -56,7 +56,8 @@ def resolve_target(ref: str) -> tuple[str, ServePolicy]:
     if not variant.is_dir():
         raise ConfigError(f"{report_path} recommends variant {variant_id!r} but {variant} does "
                           "not exist; rerun infertune optimize or serve another variant")
-    policy: dict[str, Any] = dict(report.serving.policy) if report.serving else {}
+    policy: dict[str, float | int | str | bool | None] = (
+        dict(report.serving.policy) if report.serving else {})
     if policy.get("timeout_ms") is None and run.paths.scenario.is_file():
         targets = run.scenario().slo.targets()
         if targets:
@@ -64,7 +65,7 @@ def resolve_target(ref: str) -> tuple[str, ServePolicy]:
     return str(variant), policy_layer(policy)
 
 
-def policy_layer(fields: Mapping[str, Any]) -> ServePolicy:
+def policy_layer(fields: Mapping[str, object]) -> ServePolicy:
     """The fields given (None: not given) as a layer: a ServePolicy whose set fields are
     exactly those; a bad one is a ConfigError naming it."""
     return _validated({k: v for k, v in fields.items() if v is not None})
@@ -91,7 +92,10 @@ def build_policy(report_policy: ServePolicy, config: Path | None,
     return _validated(merged)
 
 
-def _validated(fields: dict[str, Any]) -> ServePolicy:
+def _validated(fields: Mapping[str, object]) -> ServePolicy:
+    # Mapping[str, object], not a ServePolicy: these are the fields before they are checked
+    # (serve.yaml's mapping merged with the layers' set fields), and this is where they become
+    # one; a cross-field rule can only be checked on the merge
     try:
         return ServePolicy.model_validate(fields)
     except ValidationError as exc:

@@ -222,6 +222,8 @@ class RayEngine:
                     options: RayDeploymentOptions | None = None) -> Any:
         """The deployment with ``options`` (the plan's); without them (the probe, which no
         HTTP request reaches) one replica holding the policy's queue."""
+        # Ray's ray_actor_options and serve.deployment's keyword arguments are untyped
+        # mappings in Ray's own API (values of several types), so these two stay dicts
         actor: dict[str, Any] = {"num_cpus": self.options.cpus_per_replica}
         key_env = self.policy.api_key_env
         if key_env and key_env in os.environ:

@@ -21,7 +21,10 @@ infertune's beyond this file.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # ray is an optional extra; the hook is only ever called by Ray itself
+    from ray.serve.config import AutoscalingContext
 
 REFUSED_SHARE = "infertune_refused_share"
 POLICY_PATH = "infertune.serve.engines.shed_policy:shedding_policy"
@@ -41,8 +44,10 @@ def desired_replicas(current: int, ongoing: float, target: float,
     return max(by_queue, current / (1.0 - refused))
 
 
-def shedding_policy(ctx: Any) -> tuple[float, dict[str, Any]]:
+def shedding_policy(ctx: AutoscalingContext) -> tuple[float, dict[str, Any]]:
     """Ray Serve's custom policy hook (``AutoscalingContext`` in, replicas and state out)."""
+    # The returned state is Ray's ``policy_state`` mapping (Dict[str, Any] in Ray's hook
+    # signature, handed back to the next call); this policy keeps none, so it is always {}.
     current = int(ctx.current_num_replicas)
     if current == 0:
         return float(ctx.target_num_replicas), {}
