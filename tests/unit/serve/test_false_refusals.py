@@ -210,3 +210,26 @@ def test_the_sweeps_queue_bound_refuses_nothing_the_deadline_would_admit() -> No
         print(f"max_queue {policy.max_queue}: {len(arrivals)} sent, {refused} refused, "
               f"{false} false")
         assert (false <= bound) is within
+
+
+def test_the_benchmarks_noise_floor_counts_what_a_second_admit_all_run_missed() -> None:
+    """benchmarks/false_shed.py --noise-floor: C's misses (late, or not 2xx) that B answered
+    within the deadline."""
+    import sys
+    from pathlib import Path
+
+    from infertune.loadgen.result import RequestRecord
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    from false_shed import ideal_rule_false
+
+    def rec(index: int, status: str, latency_ms: float) -> RequestRecord:
+        return RequestRecord(index=index, intended_s=0.0, sent_s=0.0,
+                             done_s=latency_ms / 1000, status=status)
+
+    b = [rec(0, "200", 5), rec(1, "200", 11), rec(2, "200", 13), rec(3, "500", 1),
+         rec(4, "200", 12)]
+    c = [rec(0, "200", 5), rec(1, "200", 12.5), rec(2, "200", 14), rec(3, "200", 30),
+         rec(4, "503", 1), rec(5, "200", 50)]  # 5: no B record
+    assert ideal_rule_false(b, c, deadline_ms=12.0) == 2  # 1 late, 4 refused; 2 late in both
+    assert ideal_rule_false(b, c, deadline_ms=11.5) == 1  # B's answer to 4 is late now too
