@@ -22,6 +22,7 @@ from infertune.optimize.search.choice import (
     variant_impact,
 )
 from infertune.optimize.search.timing import Candidate, Timing
+from infertune.optimize.served.confirm import served_goodput
 from infertune.optimize.served.policy_sweep import PolicyResult, SimStats
 from infertune.optimize.stages.sweep import serve_deadline_ms
 from infertune.optimize.state import floor_for
@@ -337,10 +338,10 @@ def _policy_why(policy: PolicyResult, run: RunRecord | None = None) -> str:
     order = "meets the SLO at peak first, then at mean, then the lowest tail, then fewest workers"
     served = _served_finalists(run)
     if served:
-        return (f"highest goodput at the SLO measured as served among the finalists ({served}):"
-                " each in its own infertune serve process, over HTTP, in ABBA order (ties: "
-                "lower cost per 1,000 requests, then lower risk, then the lower tail); the "
-                "simulator and the in-process load tests chose the finalists")
+        return (f"{_served_rule(run)} among the finalists ({served}): each in its own "
+                "infertune serve process, over HTTP, in ABBA order (ties: lower cost per 1,000 "
+                "requests, then lower risk, then the lower tail); the simulator and the "
+                "in-process load tests chose the finalists")
     if policy.validated_peak is not None or policy.validated_mean is not None:
         return (f"best of the load-tested policies by what was measured through serve's "
                 f"runtime ({order}); the simulator chose which policies to test")
@@ -355,11 +356,22 @@ def _served_finalists(run: RunRecord | None) -> str | None:
     return ", ".join(a.key for a in conf.arms if a.error is None)
 
 
+def _served_rule(run: RunRecord | None) -> str:
+    """How the confirmation as served chose (confirm.choose_winner): by goodput when a finalist
+    held the SLO at some rate, else by closeness to it."""
+    conf = run.confirm.confirmation if run is not None else None
+    slo = run.scenario.slo.targets() if run is not None else {}
+    if conf is not None and any(served_goodput(a, slo) > 0 for a in conf.arms if a.at):
+        return "highest goodput at the SLO measured as served"
+    return ("closest to the SLO measured as served (no finalist held it at any tested rate: "
+            "fewest requests shed at peak, then at mean, then the lower tail at peak)")
+
+
 def _chosen_by(run: RunRecord) -> str:
     served = _served_finalists(run)
     if served and measured_winner(run) is not None:
-        return (f"the configuration with the highest goodput at the SLO measured as served, "
-                f"each finalist in its own process ({served}), a variant")
+        return (f"the configuration {_served_rule(run)}, each finalist in its own process "
+                f"({served}), a variant")
     if measured_winner(run) is not None:
         ids = ", ".join(s.variant_id for s in run.sweep.finalist_sweeps)
         return (f"the configuration that measured best under the scenario's traffic through "

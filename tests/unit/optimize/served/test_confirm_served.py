@@ -412,3 +412,23 @@ def test_no_server_is_sent_at_the_peak_a_text_it_was_sent_at_the_mean(tmp_path: 
         assert len(texts_sent) == 60 and len(set(texts_sent)) == 60  # both rates, none twice
     # the first rate's slice is what request_bodies alone gives: old replays still match
     assert bodies["mean"] == request_bodies(texts, 20, seed=3)
+
+
+def test_the_report_says_how_the_served_winner_was_chosen(tmp_path: Path) -> None:
+    """By goodput when a finalist held the SLO as served, else by closeness to it (the demo of
+    2026-12-06: both finalists missed at every rate, and the report said "highest goodput at
+    the SLO" of a winner whose goodput was none)."""
+    run = record(tmp_path)
+    assert run.sweep.sweep is not None
+    pid = run.sweep.sweep.best.policy_id
+    for peaks, rule in (((30.0, 90.0), "highest goodput at the SLO measured as served"),
+                        ((85.0, 90.0), "closest to the SLO measured as served (no finalist "
+                                       "held it at any tested rate")):
+        run.confirm.confirmation = Confirmation(
+            ["int8/" + pid, "fp32/b1", "fp32/b1", "int8/" + pid],
+            [arm("int8", pid, peak_p99=peaks[0], achieved=29.0),
+             arm("fp32", "b1", peak_p99=peaks[1], achieved=29.0)], 4.0,
+            optimizer_pid=99, winner="int8/" + pid)
+        report = build_run_report(run)
+        assert report.serving.why.startswith(rule), report.serving.why
+        assert rule in report.recommendation.reason or rule in report.recommendation.why, rule
