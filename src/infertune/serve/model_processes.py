@@ -11,7 +11,8 @@ workers really run two batches at once. ONNX Runtime releases the GIL for a whol
 variants keep the cheaper worker threads (``worker_kind: auto``).
 
 Protocol over one duplex pipe per child, strictly request/answer:
-  parent -> child  ("stages", inputs) | ("warmup", batches) | ("stop", None)
+  parent -> child  ("stages", inputs) | ("warmup", batches) | ("shapes", (batches, budget_s))
+                   | ("stop", None)
   child -> parent  ("ready", model version) once loaded, then ("ok", result) | ("error", (type,
                    message)) per request
 A child that dies fails the batch it held (BatchFailed "WorkerDied", a 500 for its callers) and
@@ -32,7 +33,7 @@ from typing import Any
 from infertune.libraries import quiet_libraries
 from infertune.models import load
 from infertune.serve.batcher import BatchFailed, run_stages
-from infertune.serve.warmup import prime_on_this_thread, timed_warmup
+from infertune.serve.warmup import prime_on_this_thread, timed_warmup, warm_shapes
 
 log = logging.getLogger("infertune.serve")
 START_TIMEOUT_S = 600.0  # loading a large model from a slow disk; a hang still ends
@@ -113,6 +114,17 @@ class ModelProcesses:
             for child in children:
                 self._release(child)
         return [timing for times in answers for timing in times]
+
+    async def warm_shapes(self, batches: list[list[Any]], budget_s: float) -> int:
+        """``warmup.warm_shapes`` in every child at once; the fewest any child ran."""
+        children = [await self._idle.get() for _ in range(len(self._children))]
+        try:
+            done: list[int] = await asyncio.gather(
+                *(self._ask(c, "shapes", (batches, budget_s)) for c in children))
+        finally:
+            for child in children:
+                self._release(child)
+        return min(done)
 
     async def _call(self, kind: str, payload: Any) -> Any:
         child = await self._idle.get()
@@ -210,6 +222,8 @@ def child_main(source: ModelSource, conn: Connection) -> None:
         try:
             if kind == "stages":
                 result: Any = run_stages(adapter, payload, time.perf_counter)
+            elif kind == "shapes":
+                result = warm_shapes(adapter, *payload)
             else:
                 result = timed_warmup(adapter, payload, time.perf_counter)
             conn.send(("ok", result))

@@ -43,7 +43,15 @@ from infertune.serve.model_processes import ModelProcesses, ModelSource, uses_pr
 from infertune.serve.prometheus_metrics import STAGES, ServeMetrics
 from infertune.serve.queue import Rejected, RequestQueue, ShedReason, WorkItem, queue_bound_advice
 from infertune.serve.request_validation import PredictRequest
-from infertune.serve.warmup import full_batch_seconds, run_warmup, timed_warmup, warmup_batches
+from infertune.serve.warmup import (
+    SHAPE_WARMUP_BUDGET_S,
+    full_batch_seconds,
+    run_warmup,
+    shape_batches,
+    timed_warmup,
+    warm_shapes,
+    warmup_batches,
+)
 
 log = logging.getLogger("infertune.serve")
 DEFAULT_BOUND_BATCHES = 3  # the batch running now, the one queued ahead, the request's own
@@ -210,6 +218,7 @@ class ServeRuntime:
                     self.batcher.size_floor(self.policy.max_batch_size))
                 if advice is not None:
                     log.warning("%s", advice)
+                await self._warm_shapes()
                 if self.cascade is not None:
                     await self.batcher.run_in_worker(run_warmup, self.cascade.fast, batches_fast)
             except Exception as exc:  # noqa: BLE001 - report on /readyz instead of dying
@@ -219,6 +228,30 @@ class ServeRuntime:
                 return
         self.ready = True
         self.metrics.ready.set(1)
+
+    async def _warm_shapes(self) -> None:
+        """The batch sizes between 1 and the maximum, for a runtime that prepares each new
+        shape on its first call (serve/warmup.py); untimed, so the estimates stay seeded from
+        the batches of size 1 and max alone."""
+        assert self.batcher is not None
+        extra = shape_batches(self.adapter, self.policy.max_batch_size)
+        if not extra:
+            return
+        started = self.clock()
+        if self.processes is not None:
+            done = await self.processes.warm_shapes(extra, SHAPE_WARMUP_BUDGET_S)
+        else:
+            done = await self.batcher.run_in_worker(warm_shapes, self.adapter, extra,
+                                                    SHAPE_WARMUP_BUDGET_S)
+        seconds = self.clock() - started
+        if done < len(extra):
+            log.warning("warm-up: %d of %d batch shapes run in the %g s budget; the first "
+                        "batch at each of the other %d (the longest, largest) will answer late",
+                        done, len(extra), SHAPE_WARMUP_BUDGET_S, len(extra) - done)
+        else:
+            log.info("warm-up: every batch size up to %d run at each length (%d more batches, "
+                     "%.1f s): %s prepares each new shape on its first call",
+                     self.policy.max_batch_size, done, seconds, self.adapter.info.runtime)
 
     async def stop(self) -> None:
         """Refuse new work, serve everything queued, wait for running batches."""

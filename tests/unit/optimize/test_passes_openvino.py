@@ -279,3 +279,55 @@ def test_serve_answers_with_the_openvino_variant(built):
         model = client.get("/v1/model").json()
     np.testing.assert_allclose(got, np.asarray(adapter.predict(UNIQUE[:3])), atol=1e-5)
     assert "openvino" in str(model)
+
+
+class _ShapeLog:
+    """The variant's runner, recording the batch size of every call."""
+
+    def __init__(self, runner):
+        self.inner, self.sizes = runner, []
+        self.runtime, self.precision = runner.runtime, runner.precision
+        self.input_names = runner.input_names
+
+    def __call__(self, feeds):
+        self.sizes.append(len(next(iter(feeds.values()))))
+        return self.inner(feeds)
+
+
+@pytest.mark.slow
+@pytest.mark.timing_free
+def test_serve_warms_every_batch_size_of_the_openvino_variant(built):
+    """OpenVINO prepares each new input shape on its first call (serve/warmup.py), so serve's
+    warm-up runs every batch size up to the maximum at each length, on worker threads and in
+    worker processes alike."""
+    import asyncio
+    import time
+
+    from infertune.serve.model_processes import ModelProcesses, ModelSource
+    from infertune.serve.prometheus_metrics import ServeMetrics
+    from infertune.serve.runtime import ServeRuntime
+    from infertune.serve.warmup import shape_batches
+
+    _, results = built
+    path = results["openvino_fp32"].path
+    adapter = load(path)
+    logged = adapter.with_runner(_ShapeLog(adapter.runner))
+    policy = ServePolicy(max_batch_size=4, cache_size=0, worker_kind="thread")
+
+    async def serve_and_warm_processes() -> int:
+        runtime = ServeRuntime(logged, policy, clock=time.monotonic, metrics=ServeMetrics())
+        await runtime.start()
+        while not runtime.ready and runtime.warmup_error is None:
+            await asyncio.sleep(0.01)
+        assert runtime.warmup_error is None
+        await runtime.stop()
+        processes = ModelProcesses(ModelSource(str(path), adapter.info.version), 2)
+        await processes.start()
+        try:
+            return await processes.warm_shapes(shape_batches(adapter, 4), 60.0)
+        finally:
+            await processes.close()
+
+    in_each_process = asyncio.run(serve_and_warm_processes())
+    assert set(logged.runner.sizes) == {1, 2, 3, 4}
+    assert in_each_process == len(shape_batches(adapter, 4)) > 0
