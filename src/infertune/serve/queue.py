@@ -44,21 +44,28 @@ class ShedReason(StrEnum):
 
 
 def queue_bound_advice(max_queue: int, deadline_s: float | None, workers: int,
-                       max_batch: int, fastest_full_batch_s: float) -> str | None:
-    """Why ``max_queue`` would refuse requests its deadline admits, or None when it holds
-    at least what the workers answer within the deadline at the fastest measured full-batch
-    time (an upper bound on throughput). A full queue answers 429 whatever the deadline says,
-    so a smaller bound refuses requests that would have been answered in time
-    (benchmarks/false_shed.py measured it on the demo's queue of 64)."""
-    if deadline_s is None or fastest_full_batch_s <= 0:
+                       max_batch: int, slowest_full_batch_s: float) -> str | None:
+    """Why ``max_queue`` would refuse requests its deadline admits, or None when it holds at
+    least what the workers answer within the deadline on full batches of the warm-up's
+    slowest (longest-input) time. A full queue answers 429 whatever the deadline says, so a
+    smaller bound refuses requests that would have been answered in time
+    (benchmarks/false_shed.py measured it on the demo's queue of 64).
+
+    The slowest, because serve does not know the traffic's lengths and a warning must hold for
+    any of them: below this count the bound refuses in-time requests whatever the inputs. On
+    the warm-up's median (a 64-token batch) serve told the demo to raise optimize's bound of
+    1054, sized from the sweep's batches of the held-out texts, to 1486-1517 (2-core AMX Xeon,
+    2026-12-06)."""
+    if deadline_s is None or slowest_full_batch_s <= 0:
         return None
-    answered = math.ceil(workers * max_batch / fastest_full_batch_s * deadline_s)
+    answered = math.ceil(workers * max_batch / slowest_full_batch_s * deadline_s)
     if max_queue >= answered:
         return None
     return (f"max_queue {max_queue} refuses requests its {deadline_s * 1000:g} ms deadline would "
-            f"admit: {workers} worker(s) answer up to {answered} requests within it at the "
-            f"warm-up's fastest full batch ({fastest_full_batch_s * 1000:.1f} ms); set max_queue "
-            f">= {answered} (infertune optimize states a deadline-sized bound)")
+            f"admit: {workers} worker(s) answer at least {answered} requests within it at the "
+            f"warm-up's slowest full batch ({slowest_full_batch_s * 1000:.1f} ms, its longest "
+            f"inputs); set max_queue >= {answered} (infertune optimize states a deadline-sized "
+            "bound)")
 
 
 class Rejected(Exception):

@@ -215,7 +215,7 @@ class ServeRuntime:
                 advice = queue_bound_advice(
                     self.policy.max_queue, self.default_deadline_s(), self.policy.workers,
                     self.policy.max_batch_size,
-                    self.batcher.size_floor(self.policy.max_batch_size))
+                    full_batch_seconds(times, self.policy.max_batch_size, slowest=True))
                 if advice is not None:
                     log.warning("%s", advice)
                 await self._warm_shapes()

@@ -116,7 +116,11 @@ def timed_warmup(adapter: Adapter, batches: list[list[Any]],
     return times
 
 
-def full_batch_seconds(times: list[tuple[int, float]], max_batch_size: int) -> float:
-    """The median time of the warm-up batches of the maximum size (0 when there were none)."""
+def full_batch_seconds(times: list[tuple[int, float]], max_batch_size: int,
+                       slowest: bool = False) -> float:
+    """The median (or with ``slowest``, the longest) time of the warm-up batches of the
+    maximum size, one per length bucket (0 when there were none)."""
     full = sorted(seconds for size, seconds in times if size == max_batch_size)
-    return full[len(full) // 2] if full else 0.0
+    if not full:
+        return 0.0
+    return full[-1] if slowest else full[len(full) // 2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -126,9 +127,9 @@ def test_a_queue_bound_below_what_the_deadline_admits_is_named_with_the_fix() ->
     # 2 workers x 16 inputs in 20 ms: 1,600 req/s, so 480 answered within a 300 ms deadline
     advice = queue_bound_advice(64, 0.3, 2, 16, 0.020)
     assert advice == ("max_queue 64 refuses requests its 300 ms deadline would admit: 2 "
-                      "worker(s) answer up to 480 requests within it at the warm-up's fastest "
-                      "full batch (20.0 ms); set max_queue >= 480 (infertune optimize states a "
-                      "deadline-sized bound)")
+                      "worker(s) answer at least 480 requests within it at the warm-up's "
+                      "slowest full batch (20.0 ms, its longest inputs); set max_queue >= 480 "
+                      "(infertune optimize states a deadline-sized bound)")
     assert queue_bound_advice(480, 0.3, 2, 16, 0.020) is None
     assert queue_bound_advice(64, None, 2, 16, 0.020) is None  # no deadline: nothing to admit
     assert queue_bound_advice(64, 0.3, 2, 16, 0.0) is None  # no measured batch yet
@@ -156,3 +157,44 @@ def test_serve_warns_at_warm_up_when_its_queue_bound_would_refuse_in_time_reques
                    for m in warned)
         roomy = small.model_copy(update={"max_queue": 10**9})
         assert not any("max_queue" in m for m in asyncio.run(start(roomy)))
+
+
+class _LengthTimedAdapter(GatedAdapter):
+    """The fake, reading texts up to 256 words, with a forward that takes 1 ms per 8 words:
+    the warm-up's full batches take 2, 8 and 32 ms at its 16-, 64- and 256-word buckets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = dataclasses.replace(self.info, max_length=256)
+
+    def forward(self, inputs):  # type: ignore[no-untyped-def]
+        words = max(len(t.split()) for t in self._texts.get(id(inputs["codes"]), [""]))
+        time.sleep(words / 8 / 1000)
+        return super().forward(inputs)
+
+
+def test_serve_sizes_its_queue_advice_on_the_warm_up_s_slowest_batch(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The demo's chosen bound (1054, from the sweep's batch times of its held-out texts) drew
+    a warning to raise it to 1486-1517, from the warm-up's median (64-token) batch. Here: 1
+    worker x 4 inputs within 1 s is 500 at the median 8 ms batch and 125 at the slowest 32 ms
+    one; a bound of 200 is no warning, one of 100 is."""
+    from infertune.config import ServePolicy
+    from infertune.serve.runtime import ServeRuntime
+
+    async def warnings(max_queue: int) -> list[str]:
+        caplog.clear()
+        policy = ServePolicy(max_batch_size=4, max_wait_ms=0, max_queue=max_queue,
+                             timeout_ms=1000, cache_size=0, workers=1)
+        runtime = ServeRuntime(_LengthTimedAdapter(), policy, clock=time.monotonic,
+                               metrics=ServeMetrics())
+        await runtime.start()
+        while not runtime.ready and runtime.warmup_error is None:
+            await asyncio.sleep(0.01)
+        await runtime.stop()
+        return [r.getMessage() for r in caplog.records
+                if r.levelname == "WARNING" and "max_queue" in r.getMessage()]
+
+    with caplog.at_level("INFO", logger="infertune"):
+        assert asyncio.run(warnings(200)) == []
+        assert any(m.startswith("max_queue 100 refuses") for m in asyncio.run(warnings(100)))
