@@ -167,7 +167,7 @@ class _LengthTimedAdapter(GatedAdapter):
         super().__init__()
         self.info = dataclasses.replace(self.info, max_length=256)
 
-    def forward(self, inputs):  # type: ignore[no-untyped-def]
+    def forward(self, inputs):
         words = max(len(t.split()) for t in self._texts.get(id(inputs["codes"]), [""]))
         time.sleep(words / 8 / 1000)
         return super().forward(inputs)
