@@ -2,8 +2,8 @@
 extra), on two random-weight chat models built here (tests/helpers/tiny_chat_model.py; nothing
 is downloaded). The knob is which model the server loads, with an effect the test can predict:
 a decode step of the 8-layer, 512-wide model costs far more than one of the 1-layer, 32-wide
-model, so under an inter-token SLO between the two the small one must win, and its measured ITL
-must be below the large one's. Slow: each server start imports torch."""
+model, so under an inter-token SLO between the two the small one must win, and its median ITL
+must be well below the large one's. Slow: each server start imports torch."""
 
 from __future__ import annotations
 
@@ -45,7 +45,11 @@ def test_transformers_serve_search_over_the_model_picks_the_faster_one(
     assert fast.at_chosen.ok == fast.at_chosen.sent == 3  # every stream whole (no [DONE])
     assert fast.at_chosen.itl is not None and slow.at_chosen.itl is not None
     assert fast.at_chosen.itl.count == 3 * 7  # one event per token: 8 tokens, 7 gaps
-    assert fast.at_chosen.itl.p95.value < slow.at_chosen.itl.p50.value
+    # the medians, not the small model's p95 against the large one's median: the tiny model's
+    # 21 gaps are mostly under a millisecond with one or two of ~8 ms (the server's streaming
+    # thread, not the model), so its p95 is one of those and sat at 7.9 ms against the large
+    # model's 7.2 ms median in one CI run, though its median was 0.5 ms
+    assert fast.at_chosen.itl.p50.value < slow.at_chosen.itl.p50.value / 2
     # whether the 8-layer model also meets 150 ms ITL at 1 req/s depends on the CPU (it did on
     # a 2-core AVX-512 EPYC): it never out-ranks the small one on goodput
     assert fast.goodput_rps >= slow.goodput_rps
