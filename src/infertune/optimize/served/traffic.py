@@ -49,12 +49,30 @@ def traffic_assumption(traffic: TrafficFacts) -> str:
     }[pattern]
 
 
+# The simulator costs about 14 us of Python per request: at a tiny model's capacity bound
+# (hundreds of thousands of req/s) a 20 s window is millions of requests, and the goodput
+# bisection of a 6,000-parameter MLP's policies spent 127 s of a 45 s --budget there (the
+# serving-policy stage of tests/integration/test_optimize_onnx_tensor.py). A simulated p99
+# needs a few thousand answers: past SIM_MAX_REQUESTS the simulated window is shortened, except
+# for spiky traffic, whose window must hold its on/off cycles (2 s bursts every ~10 s) at any
+# rate.
+SIM_MAX_REQUESTS = 20_000
+MIN_WINDOW_S = 20.0
+
+
 def schedule_for(traffic: TrafficFacts, rate: float, *, seed: int = 0,
                  min_requests: int = 2000, max_duration_s: float = 600.0,
-                 duration_s: float | None = None) -> Schedule:
-    """Arrivals at mean ``rate`` with the scenario's shape, long enough for a stable p99."""
-    duration = duration_s or min(max(min_requests / rate, 20.0), max_duration_s)
+                 duration_s: float | None = None,
+                 max_requests: int | None = None) -> Schedule:
+    """Arrivals at mean ``rate`` with the scenario's shape, long enough for a stable p99 (at
+    least ``min_requests`` and MIN_WINDOW_S); with ``max_requests`` (the simulator's), a
+    window of independent gaps (Poisson, gamma) holds no more than that many arrivals."""
     pattern = traffic.pattern or "steady"
+    duration = duration_s or min(max(min_requests / rate, MIN_WINDOW_S), max_duration_s)
+    if duration_s is None and max_requests is not None and pattern != "spiky":
+        # Poisson and gamma gaps are independent draws: a shorter window loses no burst
+        # structure (a trace keeps its own length whatever the duration)
+        duration = min(duration, max(max_requests, min_requests) / rate)
     if pattern == "bursty":
         spec = ScheduleSpec("gamma", rate=rate, duration_s=duration, seed=seed,
                             burstiness=BURSTY_B)
@@ -161,7 +179,8 @@ def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention 
     def run(policy: ServePolicy, rate: float) -> SimStats:
         key = round(rate, 6)
         if key not in schedules:
-            schedules[key] = schedule_for(traffic, rate, seed=seed)
+            schedules[key] = schedule_for(traffic, rate, seed=seed,
+                                          max_requests=SIM_MAX_REQUESTS)
         sched = schedules[key]
         per_req = (rng.choice(lens, size=len(sched)) if lens is not None else None)
         res = simulate(sched, _WithOverhead(curve), policy, seq_lens=per_req,

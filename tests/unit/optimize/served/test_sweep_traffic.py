@@ -9,6 +9,8 @@ from infertune.optimize.search.timing import Skipped
 from infertune.optimize.served.input_options import InputOptions, TimedOption
 from infertune.optimize.served.policy_sweep import SimStats
 from infertune.optimize.served.traffic import (
+    MIN_WINDOW_S,
+    SIM_MAX_REQUESTS,
     Contention,
     Validation,
     make_simulator,
@@ -84,3 +86,31 @@ def test_round_trips() -> None:
     assert Validation.from_dict(val.to_dict()) == val
     skip = Skipped("x", "budget", 12.0)
     assert Skipped.from_dict(skip.to_dict()) == skip
+
+
+def test_the_simulator_caps_its_window_of_independent_gaps_and_keeps_spiky_cycles() -> None:
+    # at a tiny model's capacity bound the simulated 20 s window was millions of arrivals
+    # (127 s of a 45 s budget in one goodput bisection); each simulated run now holds at most
+    # SIM_MAX_REQUESTS of Poisson or gamma arrivals, and a spiky window still spans 20 s
+    rate = 200_000.0
+    for pattern in ("steady", "bursty"):
+        sched = schedule_for(TrafficFacts(pattern=pattern, mean_rps=50, peak_rps=100), rate,
+                             max_requests=SIM_MAX_REQUESTS)
+        assert len(sched) <= 1.05 * SIM_MAX_REQUESTS
+        assert sched.stats().mean_rate == pytest.approx(rate, rel=0.1)
+    spiky = schedule_for(TrafficFacts(pattern="spiky", mean_rps=50, peak_rps=150), 20_000.0,
+                         max_requests=SIM_MAX_REQUESTS)
+    assert spiky.duration_s == MIN_WINDOW_S
+    # without the cap (load tests, the confirmation) the window is as long as before
+    assert schedule_for(TrafficFacts(pattern="steady", mean_rps=50, peak_rps=100),
+                        rate).duration_s == MIN_WINDOW_S
+    # and at ordinary rates the cap changes nothing
+    assert schedule_for(TrafficFacts(pattern="bursty", mean_rps=50, peak_rps=100), 50.0,
+                        max_requests=SIM_MAX_REQUESTS).duration_s == 40.0
+
+
+def test_the_simulator_bridge_simulates_at_most_its_cap_at_a_huge_rate() -> None:
+    traffic = TrafficFacts(pattern="steady", mean_rps=5, peak_rps=5)
+    policy = ServePolicy(max_batch_size=16, max_wait_ms=0.0, workers=2)
+    stats = make_simulator(FlatCurve(), traffic)(policy, 1_000_000.0)
+    assert 0 < stats.requests <= 1.05 * SIM_MAX_REQUESTS
