@@ -21,7 +21,8 @@ from infertune.report.provenance import assert_all_figures_have_provenance
 pytestmark = pytest.mark.slow  # whole optimize runs, under 10 s each here
 
 
-def _setup(root: Path, task: str, floor: dict) -> tuple[Path, Path, Path]:
+def _setup(root: Path, task: str, floor: dict,
+           pattern: str = "steady") -> tuple[Path, Path, Path]:
     model = make_mlp(root / "mlp.onnx")
     data = root / "data.npz"
     rng = np.random.default_rng(3)
@@ -33,7 +34,7 @@ def _setup(root: Path, task: str, floor: dict) -> tuple[Path, Path, Path]:
                        "cost_per_hour_usd": 0.1},
         "inputs": {"typical": {"batch_size": 1}},
         "slo": {"p95_ms": 5, "p99_ms": 10},
-        "traffic": {"pattern": "steady", "mean_rps": 50, "peak_rps": 100},
+        "traffic": {"pattern": pattern, "mean_rps": 50, "peak_rps": 100},
         "constraints": {"quality_floor": floor}}))
     return model, data, scenario
 
@@ -71,6 +72,28 @@ def assert_int8_passed_or_stopped(out: Path, report: dict) -> None:
     """The per-channel INT8 variant was built and screened: judged and passing, or stopped
     as a clear loser on speed (these tiny MLPs), with run.json and the report agreeing."""
     assert_judged_or_stopped(out, report, "ort_int8_dynamic_per_channel")
+
+
+def test_a_spiky_scenario_holds_the_budget_by_leaving_out_what_it_cannot_afford(
+        tmp_path) -> None:
+    # a spiky window must hold its on/off cycles at any rate, so the goodput search at the
+    # MLP's capacity bound (~200,000 req/s) would simulate millions of arrivals: this run took
+    # 70.6 s of its 45 s budget in the serving-policy stage before optimize checked the budget
+    # before each search
+    model, data, scenario = _setup(tmp_path, "embedding",
+                                   {"metric": "mean_cosine", "min": 0.99}, pattern="spiky")
+    out = tmp_path / "run"
+    rc = main(["optimize", str(model), "--scenario", str(scenario), "--data", str(data),
+               "--quick", "--budget", "45s", "--out", str(out)])
+    assert rc == 0
+    assert_the_run_held_its_budget(out)
+    run = json.loads((out / "run.json").read_text())
+    left_out = {s["what"].rsplit(" ", 1)[1] for s in run["log"]["skipped"]
+                if s["what"].startswith("goodput search of ")}
+    for r in run["sweep"]["sweep"]["ranked"]:  # each leader searched, or said not to be
+        assert (r.get("goodput_rps") is None) == (r["policy_id"] in left_out), r["policy_id"]
+    report = json.loads((out / "report.json").read_text())
+    assert_all_figures_have_provenance(report)
 
 
 def test_optimize_a_torchscript_model(tmp_path) -> None:

@@ -295,10 +295,13 @@ def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_
           cost_per_hour_usd: float | None = None, keep: int = 5,
           timeout_ms: float | None = None,
           on_policy: Callable[[int, int], None] | None = None,
-          cost_ceiling_usd_per_1k: float | None = None) -> SweepResult:
+          cost_ceiling_usd_per_1k: float | None = None,
+          afford_goodput: Callable[[str, float], bool] | None = None) -> SweepResult:
     """Run every policy of ``grid`` at the mean and peak rates, rank them, and compute goodput
     and cost for the ``keep`` leading ones; those over ``cost_ceiling_usd_per_1k`` at their
-    goodput go after every one that fits it."""
+    goodput go after every one that fits it. ``afford_goodput(policy_id, bound)`` says whether
+    the time left allows a leader's goodput search up to its capacity bound (None: always);
+    where it does not, that leader's goodput and cost stay unknown."""
     policies = grid.policies(timeout_ms, service_ms)
     results: list[PolicyResult] = []
     for i, policy in enumerate(policies):
@@ -315,9 +318,9 @@ def sweep(simulate: SimulateFn, *, variant_id: str, slo: dict[str, float], mean_
         leaders.append(unbatched)  # the no-batching reference is always kept for comparison
     for result in leaders:
         policy = result.serve_policy
-        if slo:
-            result.goodput_rps = goodput(simulate, policy, slo,
-                                         high=capacity_bound(policy, service_ms))
+        high = capacity_bound(policy, service_ms)
+        if slo and (afford_goodput is None or afford_goodput(result.policy_id, high)):
+            result.goodput_rps = goodput(simulate, policy, slo, high=high)
         result.cost_per_1k_usd = cost_per_1k(cost_per_hour_usd, result.goodput_rps)
     leaders = ceiling_first(leaders, lambda r: r.goodput_rps, cost_per_hour_usd,
                             cost_ceiling_usd_per_1k)

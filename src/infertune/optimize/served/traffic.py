@@ -60,6 +60,24 @@ SIM_MAX_REQUESTS = 20_000
 MIN_WINDOW_S = 20.0
 
 
+def window_s(traffic: TrafficFacts, rate: float, *, min_requests: int = 2000,
+             max_duration_s: float = 600.0, max_requests: int | None = None) -> float:
+    """schedule_for's window at ``rate`` (a trace keeps its own length whatever this says)."""
+    duration = min(max(min_requests / rate, MIN_WINDOW_S), max_duration_s)
+    if max_requests is not None and (traffic.pattern or "steady") != "spiky":
+        # Poisson and gamma gaps are independent draws: a shorter window loses no burst
+        # structure
+        duration = min(duration, max(max_requests, min_requests) / rate)
+    return duration
+
+
+def sim_arrivals(traffic: TrafficFacts, rate: float) -> float:
+    """About how many arrivals the simulator's schedule at ``rate`` holds (before drawing it)."""
+    if traffic.pattern == "trace" and traffic.trace is not None:
+        return float(len(read_trace(traffic.trace)))
+    return rate * window_s(traffic, rate, max_requests=SIM_MAX_REQUESTS)
+
+
 def schedule_for(traffic: TrafficFacts, rate: float, *, seed: int = 0,
                  min_requests: int = 2000, max_duration_s: float = 600.0,
                  duration_s: float | None = None,
@@ -68,11 +86,8 @@ def schedule_for(traffic: TrafficFacts, rate: float, *, seed: int = 0,
     least ``min_requests`` and MIN_WINDOW_S); with ``max_requests`` (the simulator's), a
     window of independent gaps (Poisson, gamma) holds no more than that many arrivals."""
     pattern = traffic.pattern or "steady"
-    duration = duration_s or min(max(min_requests / rate, MIN_WINDOW_S), max_duration_s)
-    if duration_s is None and max_requests is not None and pattern != "spiky":
-        # Poisson and gamma gaps are independent draws: a shorter window loses no burst
-        # structure (a trace keeps its own length whatever the duration)
-        duration = min(duration, max(max_requests, min_requests) / rate)
+    duration = duration_s or window_s(traffic, rate, min_requests=min_requests,
+                                      max_duration_s=max_duration_s, max_requests=max_requests)
     if pattern == "bursty":
         spec = ScheduleSpec("gamma", rate=rate, duration_s=duration, seed=seed,
                             burstiness=BURSTY_B)

@@ -6,6 +6,7 @@ stays on the RunState."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from infertune.optimize.search.choice import (
 from infertune.optimize.search.timing import fastest_at_largest_batch
 from infertune.optimize.served.cascade_eval import right_size
 from infertune.optimize.served.policy_sweep import (
+    SimStats,
     SimulateFn,
     SweepGrid,
     SweepResult,
@@ -42,6 +44,7 @@ from infertune.optimize.served.traffic import (
     Validation,
     make_simulator,
     measure_contention,
+    sim_arrivals,
     validate_policy,
 )
 from infertune.optimize.stages.confirm_served import (
@@ -110,7 +113,7 @@ def run_sweep(state: RunState, budget: Budget, progress: Progress, mean: float,
         # loaded now (and the previous finalist released): its curve is timed with no other
         # variant's threads left spinning in this process (VariantAdapters)
         adapter = adapter_of(state, variant_id)
-        one = _sweep_variant(state, progress, variant_id, adapter, mean, peak)
+        one = _sweep_variant(state, budget, progress, variant_id, adapter, mean, peak)
         _validate(state, budget, progress, adapter, one.result, mean, peak, found.validations)
         del adapter
         rerank_measured(one.result)
@@ -180,8 +183,8 @@ def finalists(state: RunState) -> list[str]:
     return out
 
 
-def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter: Adapter,
-                   mean: float, peak: float) -> Sweep:
+def _sweep_variant(state: RunState, budget: Budget, progress: Progress, variant_id: str,
+                   adapter: Adapter, mean: float, peak: float) -> Sweep:
     quick = state.options.quick
     inputs = state.options.data.inputs
     lengths = token_lengths(adapter, inputs)
@@ -200,8 +203,25 @@ def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter
                                     calls=8 if quick else 20,
                                     call_for=lambda w: _served_forward(adapter, feeds, w, cores))
     overhead = _overhead_ms(state)
-    sim = make_simulator(curve, state.options.scenario.traffic, contention=contention,
-                         seq_lens=lengths, seed=state.options.seed, overhead_ms=overhead)
+    traffic = state.options.scenario.traffic
+    sim = TimedSimulator(make_simulator(curve, traffic, contention=contention,
+                                        seq_lens=lengths, seed=state.options.seed,
+                                        overhead_ms=overhead))
+
+    def afford_goodput(policy_id: str, bound: float) -> bool:
+        # a search simulates at most GOODPUT_SIMULATIONS windows at rates up to the bound,
+        # at the cost per arrival the sweep's own simulations measured
+        arrivals = GOODPUT_SIMULATIONS * sim_arrivals(traffic, bound)
+        need = arrivals * sim.seconds_per_arrival
+        if budget.allows(need):
+            return True
+        state.skip(f"goodput search of {variant_id} {policy_id}",
+                   f"time budget exhausted: its simulations (up to {arrivals:,.0f} arrivals at "
+                   f"up to {bound:,.0f} requests/s, {sim.seconds_per_arrival * 1e6:.0f} us "
+                   f"each as this sweep measured) could take ~{need:.0f} s; its goodput and "
+                   "cost per 1,000 requests are not known", need)
+        return False
+
     slo = state.options.scenario.slo.targets()
     if client_deadline_reason(slo) not in state.log.notes:
         state.log.notes.append(client_deadline_reason(slo))
@@ -211,8 +231,34 @@ def _sweep_variant(state: RunState, progress: Progress, variant_id: str, adapter
                    keep=3 if quick else 5, timeout_ms=serve_deadline_ms(slo),
                    on_policy=lambda i, n: progress.tick(f"simulating policy {i}/{n}"),
                    cost_ceiling_usd_per_1k=state.options.scenario.constraints
-                   .cost_ceiling_usd_per_1k)
+                   .cost_ceiling_usd_per_1k, afford_goodput=afford_goodput)
     return Sweep(result, curve, contention, load_curves(result, sim), overhead)
+
+
+# goodput(): one simulation at the capacity bound, one at a trickle, eight bisection steps
+GOODPUT_SIMULATIONS = 10
+
+
+class TimedSimulator:
+    """A SimulateFn that keeps the time its simulations took per arrival: the goodput search
+    near a tiny model's capacity bound simulates millions of arrivals (a spiky scenario's window
+    must hold its on/off cycles at any rate), and the budget is checked before it, not after."""
+
+    def __init__(self, simulate: SimulateFn) -> None:
+        self.simulate = simulate
+        self.seconds = 0.0
+        self.arrivals = 0
+
+    def __call__(self, policy: ServePolicy, rate: float) -> SimStats:
+        began = time.perf_counter()
+        stats = self.simulate(policy, rate)
+        self.seconds += time.perf_counter() - began
+        self.arrivals += stats.requests
+        return stats
+
+    @property
+    def seconds_per_arrival(self) -> float:
+        return self.seconds / self.arrivals if self.arrivals else 0.0
 
 
 def _served_forward(adapter: Adapter, feeds: Any, workers: int, cores: int) -> Callable[[], Any]:

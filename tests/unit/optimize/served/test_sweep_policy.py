@@ -81,6 +81,31 @@ def test_sweep_ranks_slo_keepers_first_and_reports_goodput_and_cost() -> None:
     assert result.evaluated == len(grid.policies())
 
 
+def test_a_goodput_search_the_time_left_cannot_afford_is_not_run() -> None:
+    # optimize checks its budget before each leader's search (stages/sweep.py): a spiky
+    # scenario's search at a tiny MLP's capacity bound would simulate ~45M arrivals
+    grid = SweepGrid((1, 4, 16), (0.0, 2.0), (1, 2), (256,))
+    asked: list[tuple[str, float]] = []
+
+    def afford(pid: str, bound: float) -> bool:
+        asked.append((pid, bound))
+        return bound < 1000.0  # only the searches up to a low capacity bound fit
+
+    result = sweep(fake_sim, variant_id="v", slo={"p99": 40.0}, mean_rps=100.0,
+                   peak_rps=400.0, grid=grid, service_ms=service_ms, cost_per_hour_usd=0.36,
+                   keep=3, afford_goodput=afford)
+    assert {pid for pid, _ in asked} == {r.policy_id for r in result.ranked}
+    by_id = {r.policy_id: r for r in result.ranked}
+    for pid, bound in asked:
+        r = by_id[pid]
+        assert r.capacity_rps == pytest.approx(bound)
+        if bound < 1000.0:
+            assert r.goodput_rps is not None and r.cost_per_1k_usd is not None
+        else:  # not searched: unknown, not zero
+            assert r.goodput_rps is None and r.cost_per_1k_usd is None
+    assert any(b >= 1000.0 for _, b in asked) and any(b < 1000.0 for _, b in asked)
+
+
 def test_sweep_result_round_trips() -> None:
     grid = SweepGrid((1, 8), (0.0, 5.0), (1,), (64,))
     result = sweep(fake_sim, variant_id="v", slo={"p95": 50.0}, mean_rps=50.0, peak_rps=150.0,
