@@ -1,8 +1,8 @@
 """optimize --server-cmd against the shipped LLM server (python -m infertune.loadgen.llmserver,
 a random-weight Llama on 127.0.0.1, one process per candidate): the search over
---max-num-seqs 1,4,16 recommends the highest measured goodput and its figures reproduce when
-the winner is measured again (within the intervals of its confirmation in three fresh
-starts); a shared prefix against --prefix-cache lowers TTFT and the report
+--max-num-seqs 1,4,16 recommends the highest measured goodput and its verdicts reproduce when
+the winner is measured again in a fourth start, at figures of the confirmation's size; a shared
+prefix against --prefix-cache lowers TTFT and the report
 says so. Each server start imports torch (5-15 s on a busy 2-core machine), so these are slow;
 probes are 2-4 s at a few requests per second."""
 
@@ -32,9 +32,14 @@ SLO = "ttft_p95_ms=250,itl_p95_ms=25"
 WORKLOAD = {"prompt_tokens": 16, "output_tokens": 32, "count": 512}
 
 
-def _overlap(a: Figure, b: Figure) -> bool:
-    assert a.low is not None and a.high is not None and b.low is not None and b.high is not None
-    return a.low <= b.high and b.low <= a.high
+def _same_size(confirmed: Figure, fourth: Figure) -> bool:
+    """The fourth start's interval meets the confirmation's, widened by a factor of two either
+    way for the spread between starts of one server (its scheduling pauses differ start to
+    start); what it catches is a fourth start far from the three, as from a winner command
+    line that does not start the server the confirmation measured."""
+    assert confirmed.low is not None and confirmed.high is not None
+    assert fourth.low is not None and fourth.high is not None
+    return confirmed.low / 2 <= fourth.high and fourth.low <= confirmed.high * 2
 
 
 @pytest.mark.timeout(600)
@@ -81,9 +86,13 @@ def test_search_over_max_num_seqs_recommends_the_highest_goodput_and_reproduces(
     assert len(confirmed.verdicts) == 2 and "## Confirmation" in md
     assert confirmed.ttft is not None and confirmed.itl is not None
 
-    # the winner measured again, from its command line, as the confirmation measured it: its
-    # figures lie within the confirmation's intervals, which count server starts (one start's
-    # window does not: ITL p95 4.4 ms in one start against 3.2 and 3.2 in the next two)
+    # the winner measured again, from its command line, as the confirmation measured it. Its
+    # verdicts reproduce: each SLO the confirmation said it meets, the fourth start meets. Its
+    # figures are of the same size, not inside the confirmation's intervals: those bound the
+    # pooled percentile of three starts, not where a fourth start lands (with three exchangeable
+    # starts a fourth lies outside their range half the time). In CI a fourth start's ITL p95
+    # was 1.16 ms [1.13, 1.19] against the confirmation's 1.63 [1.41, 9.69]: the same verdict,
+    # below the lowest of the three starts.
     port = free_port()
     argv = [w.replace("{port}", str(port)) for w in shlex.split(report.winner_command)]
     prompts = build_prompts(WorkloadSpec(**WORKLOAD))  # type: ignore[arg-type]
@@ -96,9 +105,12 @@ def test_search_over_max_num_seqs_recommends_the_highest_goodput_and_reproduces(
             load, records = run_stream_records(build_schedule(spec), target, RunOptions())
     again = summarise_streams("openai-chat", load, records, parse_slos(SLO))
     assert again.ttft is not None and again.itl is not None
-    for before, after in ((confirmed.ttft.p95, again.ttft.percentiles["p95"]),
-                          (confirmed.itl.p95, again.itl.percentiles["p95"])):
-        assert _overlap(before, Figure(value=after.value, low=after.low, high=after.high)), \
+    fourth = {"ttft": again.ttft.percentiles["p95"], "itl": again.itl.percentiles["p95"]}
+    for slo, verdict in zip(parse_slos(SLO), confirmed.verdicts, strict=True):
+        if verdict == "meets":
+            assert fourth[slo.metric].value <= slo.limit_ms, (slo.key, fourth[slo.metric])
+    for before, after in ((confirmed.ttft.p95, fourth["ttft"]), (confirmed.itl.p95, fourth["itl"])):
+        assert _same_size(before, Figure(value=after.value, low=after.low, high=after.high)), \
             (before, after)
 
 
