@@ -16,8 +16,12 @@
    the closed-loop figure the admit-all server's own p99 was already past the deadline (236,
    314 and 385 ms against 300 on runs/demo, 2-core AMX Xeon, 2026-12-06), so the requests it
    refuses there are mostly ones any rule would refuse, and two admit-all servers sent the same
-   schedule disagreed on 42.7% of requests (--noise-floor). --capacity-mode closed keeps the
-   closed-loop figure;
+   schedule disagreed on 42.7% of requests (--noise-floor). Each probe lasts as long as a
+   point's window (--seconds): a burst long enough to queue past the deadline is rarer than
+   8 s, so 8-second probes put the capacity at 496.3 req/s, and at 0.9 of it the admit-all
+   server's own p99 over 30 s was 355 ms against 300 and a second one missed the deadline on
+   4.8% of the requests the first answered within it (runs/demo, 2026-12-06).
+   --capacity-mode closed keeps the closed-loop figure;
 3. at each fraction of that capacity, one seeded schedule (Poisson, or with --shape scenario
    the run's traffic shape) and one set of bodies sent to A, then the same to B (one server
    driven at a time, the other idle); a request A refused (429/503/504) that B answered within
@@ -155,7 +159,7 @@ def measure_capacity(url: str, bodies: Bodies, seed: int) -> float:
 
 
 def open_loop_capacity(url: str, traffic: TrafficFacts, closed: float, texts: Bodies,
-                       deadline_ms: float, seed: int, probe_s: float = 8.0,
+                       deadline_ms: float, seed: int, probe_s: float = 30.0,
                        probes: int = 6) -> float:
     """The highest open-loop rate (the traffic's shape) at which B, admitting everything,
     answers every request 2xx with its p99 within the deadline: a bisection between 0.3 and 1.0
@@ -282,7 +286,7 @@ def main() -> int:
         if args.capacity_mode == "open" and not args.capacity:
             closed = capacity
             capacity = open_loop_capacity(urls[1], traffic, closed, texts, deadline_ms,
-                                          args.seed + 200)
+                                          args.seed + 200, probe_s=args.seconds)
             how = (f"measured open-loop: the highest rate of {args.shape} arrivals the "
                    f"admit-all server answered within the {deadline_ms:g} ms deadline at its "
                    f"p99; closed-loop {closed:.1f} req/s")

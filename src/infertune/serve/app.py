@@ -255,7 +255,10 @@ class _Handlers:
         deadline = self.runtime.default_deadline_s()
         body = ConfigBody(model=ModelRef(**self.runtime.model), policy=policy,
                           default_deadline_ms=None if deadline is None else deadline * 1000,
-                          worker_kind=self.runtime.worker_kind)
+                          worker_kind=self.runtime.worker_kind,
+                          padding_rule=(self.runtime.batcher.padding_rule
+                                        if self.runtime.batcher is not None
+                                        and self.runtime.adapter.info.kind == "text" else None))
         return JSONResponse(body.model_dump(mode="json"))
 
     async def purge(self, request: Request) -> Response:

@@ -44,6 +44,10 @@ from infertune.serve.queue import RequestQueue, WorkItem
 # between two bursts, few enough that a model turned slower (a throttled host) shows within
 # a second or two of traffic.
 FLOOR_WINDOW = 32
+# The padding rule refitted to served batches (batch_shape.py): every LIVE_REFIT_EVERY batches,
+# to the last LIVE_FIT_BATCHES (a few seconds of traffic at a few hundred batches a second).
+LIVE_FIT_BATCHES = 256
+LIVE_REFIT_EVERY = 64
 
 
 class BatchFailed(Exception):
@@ -109,6 +113,10 @@ class Batcher:
         self._own_executor = executor is None
         self._remote = remote
         self.padding_cost: PaddingCost | None = None  # fitted to the warm-up (batch_shape.py)
+        self.padding_source = "none yet"  # where padding_cost came from, for /v1/config
+        # (size, padded tokens, seconds) of the last served batches of text: the live refit
+        self._shapes: deque[tuple[int, int, float]] = deque(maxlen=LIVE_FIT_BATCHES)
+        self._since_refit = 0
         self._running: set[asyncio.Task[None]] = set()
         self._workers = workers
         self._busy = 0  # batches running now
@@ -124,6 +132,14 @@ class Batcher:
 
     def service_estimate(self) -> float:
         return self._service_s
+
+    @property
+    def padding_rule(self) -> str:
+        """Which requests may share a batch now, and where that rule was measured."""
+        if self.padding_cost is None:
+            return ("same power-of-two length bucket (no clear per-token cost measured: "
+                    f"{self.padding_source})")
+        return f"{self.padding_cost.describe()} ({self.padding_source})"
 
     def batch_estimate(self) -> float:
         """Expected seconds for a batch under load: the larger of the full-batch and the
@@ -277,7 +293,9 @@ class Batcher:
         try:
             outputs, timings = await self._run(inputs)
             # only successful batches: a batch that raised early says nothing of service time
-            self._update_estimate(self._clock() - start, len(inputs))
+            seconds = self._clock() - start
+            self._update_estimate(seconds, len(inputs))
+            self._refit_padding(len(inputs), max(item.tokens for item in batch), seconds)
             self._answer(batch, outputs, timings)
         except Exception as exc:  # noqa: BLE001 - any model failure must answer every waiter
             failure = _as_batch_failure(exc, len(inputs))
@@ -348,6 +366,23 @@ class Batcher:
         self._recent.setdefault(bucket, deque(maxlen=FLOOR_WINDOW)).append(seconds)
         if 2 * size >= self.max_batch_size:
             self._full_s = _ewma(self._full_s, seconds)
+
+
+    def _refit_padding(self, size: int, tokens: int, seconds: float) -> None:
+        """Keep the batch's shape and time; every LIVE_REFIT_EVERY batches of text, fit the
+        padding rule to the last LIVE_FIT_BATCHES (kept as it was when they show no clear
+        per-token cost, e.g. all of one length)."""
+        if tokens <= 0:
+            return  # not text: no padding
+        self._shapes.append((size, tokens, seconds))
+        self._since_refit += 1
+        if self._since_refit < LIVE_REFIT_EVERY:
+            return
+        self._since_refit = 0
+        fitted = PaddingCost.fit(self._shapes)
+        if fitted is not None:
+            self.padding_cost = fitted
+            self.padding_source = f"fitted to the last {len(self._shapes)} served batches"
 
 
 def _interpolated(times: dict[int, float], bucket: int) -> float | None:

@@ -61,6 +61,9 @@ class ConfigBody(BaseModel):
         "deadline of a request that names no timeout_ms (None until a service time is known)"))
     worker_kind: Literal["thread", "process"] = Field(description=(
         "where batches run: the policy's worker_kind with auto resolved for this model"))
+    padding_rule: str | None = Field(default=None, description=(
+        "which requests may share a batch, as the warm-up measured it on this machine "
+        "(serve/batch_shape.py); None before the warm-up or for non-text models"))
 
 
 class ModelCard(BaseModel):

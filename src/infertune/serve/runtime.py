@@ -46,6 +46,7 @@ from infertune.serve.request_validation import PredictRequest
 from infertune.serve.warmup import (
     SHAPE_WARMUP_BUDGET_S,
     full_batch_seconds,
+    padding_batches,
     run_warmup,
     shape_batches,
     timed_warmup,
@@ -191,27 +192,25 @@ class ServeRuntime:
                 return
         if self.policy.warmup:
             batches = warmup_batches(self.adapter, self.policy.max_batch_size)
+            repeats = padding_batches(batches)  # timed after them, for the padding rule only
             if self.cascade is not None:
                 batches_fast = warmup_batches(self.cascade.fast, self.policy.max_batch_size)
             try:
                 if self.processes is not None:
-                    times = await self.processes.warmup(batches)
+                    timed = await self.processes.warmup(batches + repeats)
                 else:
-                    times = await self.batcher.run_in_worker(timed_warmup, self.adapter,
-                                                             batches, self.clock)
+                    timed = await self.batcher.run_in_worker(timed_warmup, self.adapter,
+                                                             batches + repeats, self.clock)
+                # per batch, in order, once per worker process; the estimates take one of each
+                shapes = [(len(b), approx_tokens(b)) for b in batches + repeats]
+                times = [t for i, t in enumerate(timed) if i % len(shapes) < len(batches)]
                 self.batcher.seed_estimate(full_batch_seconds(times, self.policy.max_batch_size))
                 self.batcher.seed_sizes(times)
                 if self.adapter.info.kind == "text":
-                    # times are per batch, in order, once per worker process
-                    shapes = [(len(b), approx_tokens(b)) for b in batches]
-                    cost = PaddingCost.fit(
-                        [(*shapes[i % len(shapes)], s) for i, (_, s) in enumerate(times)])
-                    self.batcher.padding_cost = cost
-                    log.info("batch padding rule: %s", "merge lengths while the pad tokens "
-                                f"cost under {cost.fixed_s * 1000:.1f} ms at "
-                                f"{cost.per_token_s * 1e6:.2f} us a token (warm-up fit)"
-                                if cost else "same power-of-two length bucket (no clear "
-                                "per-token cost in the warm-up)")
+                    self.batcher.padding_cost = PaddingCost.from_warmup(
+                        [(*shapes[i % len(shapes)], s) for i, (_, s) in enumerate(timed)])
+                    self.batcher.padding_source = "warm-up fit, until served batches refit it"
+                    log.info("batch padding rule: %s", self.batcher.padding_rule)
                 advice = queue_bound_advice(
                     self.policy.max_queue, self.default_deadline_s(), self.policy.workers,
                     self.policy.max_batch_size,

@@ -207,9 +207,10 @@ def make_simulator(curve: Any, traffic: TrafficFacts, *, contention: Contention 
 
 def curve_padding_cost(curve: Any) -> PaddingCost | None:
     """serve's padding rule fitted to the service curve's points (batch size x length) as
-    serve fits it to its warm-up batches, so the simulator forms the batches serve would;
-    None when the curve has one length (serve then batches by length bucket)."""
-    return PaddingCost.fit([(p.batch_size, p.seq_len, p.p50_ms / 1000.0) for p in curve.points
+    serve fits it to its warm-up batches (their two shortest lengths), so the simulator forms
+    the batches serve starts with; None when the curve has one length (serve then batches by
+    length bucket)."""
+    return PaddingCost.from_warmup([(p.batch_size, p.seq_len, p.p50_ms / 1000.0) for p in curve.points
                             if p.seq_len is not None])
 
 
