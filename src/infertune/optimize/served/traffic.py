@@ -210,8 +210,8 @@ def curve_padding_cost(curve: Any) -> PaddingCost | None:
     serve fits it to its warm-up batches (their two shortest lengths), so the simulator forms
     the batches serve starts with; None when the curve has one length (serve then batches by
     length bucket)."""
-    return PaddingCost.from_warmup([(p.batch_size, p.seq_len, p.p50_ms / 1000.0) for p in curve.points
-                            if p.seq_len is not None])
+    return PaddingCost.from_warmup([(p.batch_size, p.seq_len, p.p50_ms / 1000.0)
+                                    for p in curve.points if p.seq_len is not None])
 
 
 def sim_stats(res: Any, rate: float) -> SimStats:
